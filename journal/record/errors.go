@@ -1,0 +1,45 @@
+package record
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+var (
+	// ErrCorrupt marks every error caused by bytes that fail a check: a bad
+	// checksum, header, chain link, length or msgpack structure. Match it
+	// with errors.Is through any amount of wrapping.
+	ErrCorrupt = errors.New("journal: corrupt record")
+	// ErrNewerVersion marks data written by a newer format version.
+	ErrNewerVersion = errors.New("journal: written by a newer format version")
+	// ErrInvalid marks a record refused before it is written (bad stream id,
+	// missing body, unknown kind).
+	ErrInvalid = errors.New("journal: invalid record")
+	// ErrTooLarge marks a record or payload over its size limit.
+	ErrTooLarge = errors.New("journal: record too large")
+)
+
+// RecordError reports a failure on one record: Op names the check or
+// operation ("checksum", "decode", "chain", ...), Seq and Stream say where
+// (Stream is empty when it could not be trusted yet).
+type RecordError struct {
+	Op     string
+	Seq    uint64
+	Stream string
+	Err    error
+}
+
+func (e *RecordError) Error() string {
+	s := e.Op + " record seq " + strconv.FormatUint(e.Seq, 10)
+	if e.Stream != "" {
+		s += " stream " + strconv.Quote(e.Stream)
+	}
+	return s + ": " + e.Err.Error()
+}
+
+func (e *RecordError) Unwrap() error { return e.Err }
+
+func corrupt(op string, seq uint64, stream string, err error) error {
+	return &RecordError{Op: op, Seq: seq, Stream: stream, Err: fmt.Errorf("%w: %w", ErrCorrupt, err)}
+}
