@@ -1,0 +1,7 @@
+//go:build !invariants
+
+package invariant
+
+// Enabled reports whether expensive checks run: false, because the
+// invariants build tag is not set.
+const Enabled = false
