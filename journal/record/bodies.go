@@ -9,6 +9,9 @@ package record
 type RunStarted struct {
 	RunID   string `msgpack:"run_id"`
 	Version string `msgpack:"version"`
+	// At is the recovery instant: jobs whose attempts a crash left open
+	// are available again from it (DL-44).
+	At int64 `msgpack:"at"`
 	// Recovered counts attempts found open by recovery (DL-44).
 	Recovered int64 `msgpack:"recovered"`
 }

@@ -1,0 +1,93 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/quire-dev/quire/journal"
+)
+
+// Errors callers branch on with errors.Is.
+var (
+	// ErrClosed is returned by every call on an engine that was closed.
+	ErrClosed = errors.New("quire: engine closed")
+	// ErrShuttingDown refuses calls that would create runnable work once
+	// shutdown has closed admission (SD-12).
+	ErrShuttingDown = errors.New("quire: engine is shutting down")
+	// ErrFailStop means the engine stopped after a failed journal commit:
+	// the outcome of the call is unknown until the journal is reopened
+	// (RL-2). The application should exit and restart.
+	ErrFailStop = journal.ErrFailStop
+	// ErrNotFound is returned for an id the journal does not know.
+	ErrNotFound = errors.New("quire: not found")
+	// ErrUnknownHandler refuses work for a handler that is not registered.
+	ErrUnknownHandler = errors.New("quire: handler not registered")
+	// ErrInvalidPayload refuses a nil, unencodable or oversized payload.
+	ErrInvalidPayload = errors.New("quire: invalid payload")
+	// ErrState refuses an operation the target's status does not allow,
+	// such as burying a processing job.
+	ErrState = errors.New("quire: operation not allowed in this state")
+	// ErrDuplicate refuses a second registration under one name.
+	ErrDuplicate = errors.New("quire: already registered")
+)
+
+// Error codes recorded in settlements.
+const (
+	CodeHandlerError         = "HANDLER_ERROR"
+	CodeHandlerPanicked      = "HANDLER_PANICKED"
+	CodePayloadDecodeFailed  = "PAYLOAD_DECODE_FAILED"
+	CodeHandlerNotRegistered = "HANDLER_NOT_REGISTERED"
+	CodeBuriedByOperator     = "BURIED_BY_OPERATOR"
+	MessageBuriedByOperator  = "buried by operator"
+	CodeDeliveryTimeout      = "DELIVERY_TIMEOUT"
+	CodeInterruptedByCrash   = "DELIVERY_INTERRUPTED_BY_CRASH"
+)
+
+// HandlerError is an error a handler returns to choose how its attempt
+// settles: retryable or permanent, with a stable code (DL-14). Build one
+// with [Retryable] or [Permanent]; any other error is retryable with code
+// HANDLER_ERROR.
+type HandlerError struct {
+	Code      string
+	Permanent bool
+	Err       error
+}
+
+func (e *HandlerError) Error() string {
+	kind := "retryable"
+	if e.Permanent {
+		kind = "permanent"
+	}
+	if e.Err == nil {
+		return fmt.Sprintf("%s %s", kind, e.Code)
+	}
+	return fmt.Sprintf("%s %s: %v", kind, e.Code, e.Err)
+}
+
+func (e *HandlerError) Unwrap() error { return e.Err }
+
+// Retryable returns an error that fails the attempt and lets it be retried
+// under the job's retry policy, with code recorded in the settlement.
+func Retryable(code string, err error) error {
+	return &HandlerError{Code: code, Err: err}
+}
+
+// Permanent returns an error that buries the job at once, whatever
+// attempts remain (JB-3).
+func Permanent(code string, err error) error {
+	return &HandlerError{Code: code, Permanent: true, Err: err}
+}
+
+// NameError reports a call naming a handler, queue or job that is unknown
+// or malformed: Kind says which ("handler", "queue", "job"), Name what was
+// given.
+type NameError struct {
+	Kind string
+	Name string
+	Err  error
+}
+
+func (e *NameError) Error() string { return fmt.Sprintf("quire: %s %q: %v", e.Kind, e.Name, e.Err) }
+func (e *NameError) Unwrap() error { return e.Err }
+
+func errorsIs(err, target error) bool { return errors.Is(err, target) }

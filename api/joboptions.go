@@ -1,0 +1,210 @@
+package api
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/quire-dev/quire/deadlines"
+	"github.com/quire-dev/quire/journal/record"
+	"github.com/quire-dev/quire/scheduler"
+)
+
+// Priority orders jobs of one queue: higher first, then enqueue order (JB-2).
+type Priority uint8
+
+// Priorities of JB-2.
+const (
+	Low    Priority = 0
+	Normal Priority = 1
+	High   Priority = 2
+	Urgent Priority = 3
+)
+
+func (p Priority) String() string {
+	switch p {
+	case Low:
+		return "low"
+	case Normal:
+		return "normal"
+	case High:
+		return "high"
+	case Urgent:
+		return "urgent"
+	}
+	return fmt.Sprintf("priority(%d)", uint8(p))
+}
+
+// BackoffPolicy is a retry delay schedule (DL-4, DL-5); see
+// [deadlines.Backoff] for its fields and ranges.
+type BackoffPolicy = deadlines.Backoff
+
+// Backoff kinds.
+const (
+	BackoffExponential = deadlines.BackoffExponential
+	BackoffFixed       = deadlines.BackoffFixed
+	BackoffLinear      = deadlines.BackoffLinear
+	BackoffList        = deadlines.BackoffList
+)
+
+// QueueDefault is the queue of jobs enqueued without [OnQueue].
+const QueueDefault = "default"
+
+// JobOption sets one option of a job, or a handler's default for its jobs.
+type JobOption func(*jobOptions)
+
+type jobOptions struct {
+	queue       *string
+	priority    *Priority
+	delay       time.Duration
+	maxAttempts *int
+	backoff     *deadlines.Backoff
+	timeout     *time.Duration
+	unique      bool
+	err         error
+}
+
+func (o *jobOptions) fail(err error) {
+	if o.err == nil {
+		o.err = err
+	}
+}
+
+// OnQueue puts the job on queue q (default "default").
+func OnQueue(q string) JobOption {
+	return func(o *jobOptions) {
+		if err := validateName(q); err != nil {
+			o.fail(&OptionError{Field: "OnQueue", Value: q, Reason: err.Error()})
+			return
+		}
+		o.queue = &q
+	}
+}
+
+// WithPriority sets the job's priority (default Low).
+func WithPriority(p Priority) JobOption {
+	return func(o *jobOptions) {
+		if p > Urgent {
+			o.fail(&OptionError{Field: "WithPriority", Value: uint8(p), Reason: "must be Low, Normal, High or Urgent"})
+			return
+		}
+		o.priority = &p
+	}
+}
+
+// Delay makes the job available d after it is enqueued (d >= 0; JB-1).
+func Delay(d time.Duration) JobOption {
+	return func(o *jobOptions) {
+		if d < 0 {
+			o.fail(&OptionError{Field: "Delay", Value: d, Reason: "must be >= 0"})
+			return
+		}
+		o.delay = d
+	}
+}
+
+// MaxAttempts sets the attempts of the job, the first included (1..100,
+// default 3; DL-4).
+func MaxAttempts(n int) JobOption {
+	return func(o *jobOptions) {
+		if err := deadlines.ValidateMaxAttempts(n); err != nil {
+			o.fail(optionErr("", err))
+			return
+		}
+		o.maxAttempts = &n
+	}
+}
+
+// Backoff sets the job's retry delay policy (DL-4, DL-5). Zero Base and
+// Max take their defaults.
+func Backoff(b BackoffPolicy) JobOption {
+	return func(o *jobOptions) {
+		b = b.WithDefaults()
+		if err := b.Validate(); err != nil {
+			o.fail(optionErr("Backoff.", err))
+			return
+		}
+		o.backoff = &b
+	}
+}
+
+// DeliveryTimeout overrides the engine's DeliveryTimeout for the job
+// (100 ms..900 s; DL-2).
+func DeliveryTimeout(d time.Duration) JobOption {
+	return func(o *jobOptions) {
+		if err := deadlines.ValidateDeliveryTimeout(d); err != nil {
+			o.fail(optionErr("", err))
+			return
+		}
+		o.timeout = &d
+	}
+}
+
+// Unique dedupes the job while a pending or processing job with the same
+// handler and payload exists: Enqueue returns that job's id and appends
+// nothing (JB-5).
+func Unique() JobOption {
+	return func(o *jobOptions) { o.unique = true }
+}
+
+func (e *Engine) buildJobOptions(opts []JobOption) (jobOptions, error) {
+	var o jobOptions
+	for _, opt := range opts {
+		if opt == nil {
+			return o, &OptionError{Field: "JobOption", Value: nil, Reason: "must not be nil"}
+		}
+		opt(&o)
+	}
+	return o, o.err
+}
+
+// enqueueRequest validates an enqueue and resolves its options: the call's,
+// then the handler's, then the engine's (WF-22).
+func (e *Engine) enqueueRequest(handler string, payload any, opts []JobOption) (scheduler.EnqueueRequest, error) {
+	var req scheduler.EnqueueRequest
+	h := e.handler(handler)
+	if h == nil {
+		return req, &NameError{Kind: "handler", Name: handler, Err: ErrUnknownHandler}
+	}
+	o, err := e.buildJobOptions(opts)
+	if err != nil {
+		return req, err
+	}
+	if payload == nil {
+		return req, fmt.Errorf("%w: payload for handler %q is nil", ErrInvalidPayload, handler)
+	}
+	b, err := record.EncodeValue(payload)
+	if err != nil {
+		return req, fmt.Errorf("%w: payload for handler %q: %v", ErrInvalidPayload, handler, err)
+	}
+	if len(b) > e.opts.PayloadBytesMax {
+		return req, fmt.Errorf("%w: payload for handler %q is %d bytes, limit %d (Options.PayloadBytesMax)",
+			ErrInvalidPayload, handler, len(b), e.opts.PayloadBytesMax)
+	}
+	queue := QueueDefault
+	prio := Low
+	maxAttempts := e.opts.MaxAttempts
+	backoff := e.opts.Backoff
+	timeout := time.Duration(0)
+	for _, layer := range []*jobOptions{&h.opts, &o} {
+		if layer.queue != nil {
+			queue = *layer.queue
+		}
+		if layer.priority != nil {
+			prio = *layer.priority
+		}
+		if layer.maxAttempts != nil {
+			maxAttempts = *layer.maxAttempts
+		}
+		if layer.backoff != nil {
+			backoff = *layer.backoff
+		}
+		if layer.timeout != nil {
+			timeout = *layer.timeout
+		}
+	}
+	return scheduler.EnqueueRequest{
+		Handler: handler, Queue: queue, Priority: uint8(prio), Delay: o.delay,
+		Retry: scheduler.RetryPolicy(maxAttempts, backoff), DeliveryTimeout: timeout,
+		Unique: o.unique || h.opts.unique, Payload: b,
+	}, nil
+}

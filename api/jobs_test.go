@@ -1,0 +1,415 @@
+package api_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quire-dev/quire/api"
+	"github.com/quire-dev/quire/journal/record"
+)
+
+type msg struct {
+	N int `msgpack:"n"`
+}
+
+func okHandler(rec *recorder) api.HandlerFunc[msg] {
+	return func(ctx context.Context, d *api.Delivery, in msg) error {
+		if rec != nil {
+			rec.add(fmt.Sprint(in.N))
+		}
+		return nil
+	}
+}
+
+func TestJB1_EnqueueRunsAndCompletes(t *testing.T) {
+	b := setup(t, nil)
+	var rec recorder
+	if err := api.Handle(b.eng, "work", okHandler(&rec)); err != nil {
+		t.Fatal(err)
+	}
+	id := b.enqueue("work", msg{N: 7})
+	if !strings.HasPrefix(id, "job_") {
+		t.Fatalf("job id %q lacks the job_ prefix", id)
+	}
+	j := b.wantStatus(id, api.JobPending)
+	if !j.AvailableAt.Equal(t0) || j.Queue != "default" || j.Priority != api.Low || j.MaxAttempts != 3 {
+		t.Fatalf("defaults: %+v", j)
+	}
+	b.start()
+	b.idle()
+	j = b.wantStatus(id, api.JobCompleted)
+	if j.Attempts != 1 {
+		t.Fatalf("attempts %d, want 1", j.Attempts)
+	}
+	if got := rec.get(); len(got) != 1 || got[0] != "7" {
+		t.Fatalf("handler saw %v", got)
+	}
+	recs := b.records()
+	for _, k := range []record.Kind{record.KindJobEnqueued, record.KindAttemptStarted, record.KindAttemptSucceeded} {
+		if countKind(recs, k) != 1 {
+			t.Fatalf("want one %s, journal has %d", k, countKind(recs, k))
+		}
+	}
+	b.checkReplay()
+}
+
+func TestJB1_BadInputAppendsNothing(t *testing.T) {
+	b := setup(t, nil)
+	if err := api.Handle(b.eng, "work", okHandler(nil)); err != nil {
+		t.Fatal(err)
+	}
+	before := b.lastSeq()
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	cases := []struct {
+		name  string
+		call  func() error
+		match func(error) bool
+	}{
+		{"unknown handler", func() error { _, err := b.eng.Enqueue(b.ctx, "nope", msg{}); return err },
+			func(err error) bool { return errors.Is(err, api.ErrUnknownHandler) && strings.Contains(err.Error(), `"nope"`) }},
+		{"nil payload", func() error { _, err := b.eng.Enqueue(b.ctx, "work", nil); return err },
+			func(err error) bool { return errors.Is(err, api.ErrInvalidPayload) }},
+		{"oversized payload", func() error {
+			_, err := b.eng.Enqueue(b.ctx, "work", strings.Repeat("x", api.PayloadBytesMaxDefault+1))
+			return err
+		}, func(err error) bool { return errors.Is(err, api.ErrInvalidPayload) && strings.Contains(err.Error(), "PayloadBytesMax") }},
+		{"negative delay", func() error { _, err := b.eng.Enqueue(b.ctx, "work", msg{}, api.Delay(-time.Second)); return err },
+			func(err error) bool { var oe *api.OptionError; return errors.As(err, &oe) && oe.Field == "Delay" }},
+		{"max attempts over 100", func() error { _, err := b.eng.Enqueue(b.ctx, "work", msg{}, api.MaxAttempts(101)); return err },
+			func(err error) bool {
+				var oe *api.OptionError
+				return errors.As(err, &oe) && strings.Contains(oe.Field, "MaxAttempts") && errors.Is(err, api.ErrInvalidOption)
+			}},
+		{"timeout out of range", func() error {
+			_, err := b.eng.Enqueue(b.ctx, "work", msg{}, api.DeliveryTimeout(99*time.Millisecond))
+			return err
+		}, func(err error) bool { return errors.Is(err, api.ErrInvalidOption) && strings.Contains(err.Error(), "DeliveryTimeout") }},
+		{"empty queue", func() error { _, err := b.eng.Enqueue(b.ctx, "work", msg{}, api.OnQueue("")); return err },
+			func(err error) bool { var oe *api.OptionError; return errors.As(err, &oe) && oe.Field == "OnQueue" }},
+		{"cancelled context", func() error { _, err := b.eng.Enqueue(cancelled, "work", msg{}); return err },
+			func(err error) bool { return errors.Is(err, context.Canceled) }},
+	}
+	for _, c := range cases {
+		err := c.call()
+		if err == nil || !c.match(err) {
+			t.Errorf("%s: got error %v", c.name, err)
+		}
+	}
+	if after := b.lastSeq(); after != before {
+		t.Fatalf("refused calls appended records: seq %d -> %d", before, after)
+	}
+	if err := b.eng.Close(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.eng.Enqueue(b.ctx, "work", msg{}); !errors.Is(err, api.ErrClosed) {
+		t.Fatalf("enqueue after close: %v", err)
+	}
+}
+
+func TestJB2_StartOrderPriorityThenEnqueueOrder(t *testing.T) {
+	b := setup(t, func(o *api.Options) { o.Workers = 1 })
+	var rec recorder
+	if err := api.Handle(b.eng, "work", okHandler(&rec)); err != nil {
+		t.Fatal(err)
+	}
+	b.enqueue("work", msg{N: 1}, api.WithPriority(api.Low))
+	b.enqueue("work", msg{N: 2}, api.WithPriority(api.Urgent))
+	b.enqueue("work", msg{N: 3}, api.WithPriority(api.Normal))
+	b.enqueue("work", msg{N: 4}, api.WithPriority(api.High))
+	b.enqueue("work", msg{N: 5}, api.WithPriority(api.Normal))
+	b.start()
+	b.idle()
+	if got, want := strings.Join(rec.get(), ","), "2,4,3,5,1"; got != want {
+		t.Fatalf("start order %s, want %s", got, want)
+	}
+	b.checkReplay()
+}
+
+func TestJB2_QueuesServedInConfiguredOrder(t *testing.T) {
+	b := setup(t, func(o *api.Options) { o.Workers = 1; o.Queues = []string{"urgent", "bulk"} })
+	var rec recorder
+	if err := api.Handle(b.eng, "work", okHandler(&rec)); err != nil {
+		t.Fatal(err)
+	}
+	b.enqueue("work", msg{N: 1}, api.OnQueue("zeta"))
+	b.enqueue("work", msg{N: 2}, api.OnQueue("bulk"))
+	b.enqueue("work", msg{N: 3}, api.OnQueue("alpha"))
+	b.enqueue("work", msg{N: 4}, api.OnQueue("urgent"))
+	b.start()
+	b.idle()
+	if got, want := strings.Join(rec.get(), ","), "4,2,3,1"; got != want {
+		t.Fatalf("start order %s, want %s", got, want)
+	}
+}
+
+func TestJB3_JB4_RetriesWithDefaultBackoffThenBury(t *testing.T) {
+	b := setup(t, nil)
+	var rec recorder
+	if err := api.Handle(b.eng, "fail", func(ctx context.Context, d *api.Delivery, in msg) error {
+		rec.add(fmt.Sprintf("attempt %d at %s", d.Attempt(), b.clk.Now().Format("15:04:05")))
+		return errors.New("smtp down")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	id := b.enqueue("fail", msg{})
+	b.start()
+	b.idle()
+	// JB-4: attempt 1 fails at 10:00:00 -> available 10:00:01.
+	j := b.wantStatus(id, api.JobPending)
+	if want := t0.Add(time.Second); !j.AvailableAt.Equal(want) || j.Consumed != 1 {
+		t.Fatalf("after attempt 1: available %v consumed %d, want %v and 1", j.AvailableAt, j.Consumed, want)
+	}
+	b.advance(time.Second) // 10:00:01: attempt 2 fails -> available +2 s
+	j = b.wantStatus(id, api.JobPending)
+	if want := t0.Add(3 * time.Second); !j.AvailableAt.Equal(want) {
+		t.Fatalf("after attempt 2: available %v, want %v", j.AvailableAt, want)
+	}
+	b.advance(time.Second) // 10:00:02: not yet
+	if got := len(rec.get()); got != 2 {
+		t.Fatalf("%d attempts before the backoff elapsed, want 2", got)
+	}
+	b.advance(time.Second) // 10:00:03: attempt 3 fails -> buried
+	j = b.wantStatus(id, api.JobBuried)
+	if j.Attempts != 3 || j.Consumed != 3 || j.LastError != "smtp down" || j.LastCode != api.CodeHandlerError {
+		t.Fatalf("buried job: %+v", j)
+	}
+	want := "attempt 1 at 10:00:00,attempt 2 at 10:00:01,attempt 3 at 10:00:03"
+	if got := strings.Join(rec.get(), ","); got != want {
+		t.Fatalf("attempts %s, want %s", got, want)
+	}
+	recs := b.records()
+	if countKind(recs, record.KindAttemptRetryScheduled) != 2 || countKind(recs, record.KindAttemptBuried) != 1 {
+		t.Fatalf("settlements: %d retries, %d buried", countKind(recs, record.KindAttemptRetryScheduled), countKind(recs, record.KindAttemptBuried))
+	}
+	b.checkReplay()
+}
+
+func TestJB3_PermanentErrorBuriesAtOnce(t *testing.T) {
+	b := setup(t, nil)
+	if err := api.Handle(b.eng, "poison", func(ctx context.Context, d *api.Delivery, in msg) error {
+		return api.Permanent("BAD_INPUT", errors.New("header row missing"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	id := b.enqueue("poison", msg{})
+	b.start()
+	b.idle()
+	j := b.wantStatus(id, api.JobBuried)
+	if j.Attempts != 1 || j.LastCode != "BAD_INPUT" {
+		t.Fatalf("%+v", j)
+	}
+}
+
+func TestJB3_PanicIsRetryableWithStack(t *testing.T) {
+	b := setup(t, func(o *api.Options) { o.MaxAttempts = 1 })
+	if err := api.Handle(b.eng, "boom", func(ctx context.Context, d *api.Delivery, in msg) error {
+		panic("kaboom")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	id := b.enqueue("boom", msg{})
+	b.start()
+	b.idle()
+	j := b.wantStatus(id, api.JobBuried)
+	if j.LastCode != api.CodeHandlerPanicked || j.LastError != "kaboom" {
+		t.Fatalf("%+v", j)
+	}
+	for _, r := range b.records() {
+		if bur, ok := r.Body.(*record.AttemptBuried); ok {
+			if bur.Class != "retryable" || !strings.Contains(bur.Stack, "goroutine") {
+				t.Fatalf("panic settlement: class %q stack %q", bur.Class, bur.Stack)
+			}
+			return
+		}
+	}
+	t.Fatal("no attempt_buried record")
+}
+
+func TestJB4_MaxAttemptsAndFixedBackoffPerJob(t *testing.T) {
+	b := setup(t, nil)
+	if err := api.Handle(b.eng, "fail", func(ctx context.Context, d *api.Delivery, in msg) error {
+		return errors.New("no")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	id := b.enqueue("fail", msg{}, api.MaxAttempts(5), api.Backoff(api.BackoffPolicy{Kind: api.BackoffFixed, Base: 10 * time.Second}))
+	b.start()
+	b.idle()
+	for i := 0; i < 3; i++ {
+		b.advance(10 * time.Second)
+	}
+	j := b.wantStatus(id, api.JobPending)
+	if j.Attempts != 4 || j.MaxAttempts != 5 {
+		t.Fatalf("%+v", j)
+	}
+	b.advance(10 * time.Second)
+	b.wantStatus(id, api.JobBuried)
+}
+
+func TestJB5_UniqueDedupesWhilePendingOrProcessing(t *testing.T) {
+	b := setup(t, nil)
+	if err := api.Handle(b.eng, "send_email", okHandler(nil)); err != nil {
+		t.Fatal(err)
+	}
+	type email struct {
+		To string `msgpack:"to"`
+	}
+	a := b.enqueue("send_email", email{To: "a@x"}, api.Unique())
+	before := b.lastSeq()
+	a2 := b.enqueue("send_email", email{To: "a@x"}, api.Unique())
+	if a2 != a || b.lastSeq() != before {
+		t.Fatalf("second unique enqueue: id %s (first %s), seq %d -> %d", a2, a, before, b.lastSeq())
+	}
+	other := b.enqueue("send_email", email{To: "b@x"}, api.Unique())
+	if other == a {
+		t.Fatal("different payload deduped")
+	}
+	if n := countKind(b.records(), record.KindJobEnqueued); n != 2 {
+		t.Fatalf("%d job_enqueued, want 2", n)
+	}
+	b.start()
+	b.idle()
+	b.wantStatus(a, api.JobCompleted)
+	if again := b.enqueue("send_email", email{To: "a@x"}, api.Unique()); again == a {
+		t.Fatal("a completed job still blocks its unique key")
+	}
+	b.checkReplay()
+}
+
+func TestJB6_BuryPendingOnly(t *testing.T) {
+	b := setup(t, nil)
+	release := make(chan struct{})
+	started := make(chan string, 1)
+	if err := api.Handle(b.eng, "block", func(ctx context.Context, d *api.Delivery, in msg) error {
+		started <- d.JobID()
+		<-release
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	pending := b.enqueue("block", msg{N: 1}, api.Delay(time.Hour))
+	if err := b.eng.Bury(b.ctx, pending); err != nil {
+		t.Fatal(err)
+	}
+	j := b.wantStatus(pending, api.JobBuried)
+	if j.LastError != "buried by operator" {
+		t.Fatalf("%+v", j)
+	}
+	running := b.enqueue("block", msg{N: 2})
+	b.start()
+	<-started
+	if err := b.eng.Bury(b.ctx, running); !errors.Is(err, api.ErrState) {
+		t.Fatalf("bury of a processing job: %v", err)
+	}
+	if err := b.eng.Bury(b.ctx, "job_unknown"); !errors.Is(err, api.ErrNotFound) {
+		t.Fatalf("bury of an unknown job: %v", err)
+	}
+	close(release)
+	b.idle()
+	b.wantStatus(running, api.JobCompleted)
+	b.checkReplay()
+}
+
+func TestJB7_RetryBuriedJobs(t *testing.T) {
+	b := setup(t, func(o *api.Options) { o.MaxAttempts = 1 })
+	fail := true
+	var rec recorder
+	if err := api.Handle(b.eng, "flaky", func(ctx context.Context, d *api.Delivery, in msg) error {
+		rec.add(fmt.Sprint(in.N))
+		if fail {
+			return errors.New("down")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	x := b.enqueue("flaky", msg{N: 1}, api.OnQueue("q"))
+	y := b.enqueue("flaky", msg{N: 2}, api.OnQueue("q"))
+	z := b.enqueue("flaky", msg{N: 3}, api.OnQueue("other"))
+	b.start()
+	b.idle()
+	for _, id := range []string{x, y, z} {
+		b.wantStatus(id, api.JobBuried)
+	}
+	if err := b.eng.Retry(b.ctx, x); !errors.Is(err, nil) {
+		t.Fatal(err)
+	}
+	b.idle()
+	if j := b.wantStatus(x, api.JobBuried); j.Attempts != 2 || j.Consumed != 1 {
+		t.Fatalf("retried job: %+v", j)
+	}
+	fail = false // the handler runs on other goroutines only after Retry's append, so this is ordered
+	n, err := b.eng.RetryBuried(b.ctx, "q")
+	if err != nil || n != 2 {
+		t.Fatalf("RetryBuried: %d, %v", n, err)
+	}
+	b.idle()
+	b.wantStatus(x, api.JobCompleted)
+	b.wantStatus(y, api.JobCompleted)
+	b.wantStatus(z, api.JobBuried)
+	if err := b.eng.Retry(b.ctx, x); !errors.Is(err, api.ErrNotFound) && !errors.Is(err, api.ErrState) {
+		t.Fatalf("retry of a completed job: %v", err)
+	}
+	b.checkReplay()
+}
+
+func TestJB8_QueuePauseSurvivesRestart(t *testing.T) {
+	b := setup(t, nil)
+	var rec recorder
+	register := func(e *api.Engine) {
+		if err := api.Handle(e, "work", okHandler(&rec)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	register(b.eng)
+	if err := b.eng.PauseQueue(b.ctx, "mail"); err != nil {
+		t.Fatal(err)
+	}
+	seq := b.lastSeq()
+	if err := b.eng.PauseQueue(b.ctx, "mail"); err != nil || b.lastSeq() != seq {
+		t.Fatalf("pausing a paused queue appended: %v, seq %d -> %d", err, seq, b.lastSeq())
+	}
+	paused := b.enqueue("work", msg{N: 1}, api.OnQueue("mail"))
+	free := b.enqueue("work", msg{N: 2})
+	b.start()
+	b.idle()
+	b.wantStatus(free, api.JobCompleted)
+	b.wantStatus(paused, api.JobPending)
+	b.reopen(register)
+	b.start()
+	b.idle()
+	b.wantStatus(paused, api.JobPending)
+	if err := b.eng.ResumeQueue(b.ctx, "mail"); err != nil {
+		t.Fatal(err)
+	}
+	b.idle()
+	b.wantStatus(paused, api.JobCompleted)
+	b.checkReplay()
+}
+
+func TestJB9_RunOnceProcessesEligibleWorkThenStops(t *testing.T) {
+	b := setup(t, nil)
+	var rec recorder
+	if err := api.Handle(b.eng, "work", okHandler(&rec)); err != nil {
+		t.Fatal(err)
+	}
+	now1 := b.enqueue("work", msg{N: 1})
+	now2 := b.enqueue("work", msg{N: 2})
+	later := b.enqueue("work", msg{N: 3}, api.Delay(time.Minute))
+	b.checkReplay()
+	if err := b.eng.RunOnce(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(rec.get()); got != 2 {
+		t.Fatalf("run-once ran %d jobs, want 2", got)
+	}
+	b.open()
+	b.wantStatus(now1, api.JobCompleted)
+	b.wantStatus(now2, api.JobCompleted)
+	b.wantStatus(later, api.JobPending)
+}

@@ -1,0 +1,208 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/quire-dev/quire/clock"
+	"github.com/quire-dev/quire/deadlines"
+	"github.com/quire-dev/quire/journal/record"
+)
+
+// Options configures an [Engine]. The zero value is usable: every field has
+// a default, applied once by [Open], which then validates the result and
+// refuses out-of-range values with an [*OptionError] naming the field.
+type Options struct {
+	// Dir is the journal directory. Empty means "quire-data" in the
+	// working directory. It is created if missing.
+	Dir string
+	// FS is the filesystem the journal lives on. Nil means the operating
+	// system's; tests and sim pass an in-memory one.
+	FS vfs.FS
+	// Clock is the engine's only source of time. Nil means the wall clock.
+	Clock clock.Clock
+	// Entropy feeds id generation (ULIDs). Nil means crypto/rand through a
+	// monotonic ULID source; sim passes a seeded reader so runs reproduce.
+	Entropy io.Reader
+	// Rand is the seeded source of retry jitter (DL-5). Nil means a PCG
+	// seeded from crypto/rand.
+	Rand rand.Source
+
+	// Workers bounds the attempts running at once. Zero means 16; valid
+	// 1..4096.
+	Workers int
+	// Queues lists the queues served first, in this order; other queues
+	// follow in name order (JB-2). Empty means name order for all.
+	Queues []string
+
+	// DeliveryTimeout is the execution and cleanup budget of one attempt
+	// (DL-2). Zero means 30 s; valid 100 ms..900 s. Jobs may override it.
+	DeliveryTimeout time.Duration
+	// SettlementTimeout caps one settlement append (DL-3). Zero means 5 s;
+	// valid 1 ms..60 s.
+	SettlementTimeout time.Duration
+	// MaxAttempts is the default number of attempts of a job, the first
+	// included (DL-4). Zero means 3; valid 1..100.
+	MaxAttempts int
+	// Backoff is the default retry delay policy (DL-4, DL-5). The zero
+	// value means exponential from 1 s, doubling, capped at 60 s, no
+	// jitter.
+	Backoff deadlines.Backoff
+	// ShutdownTimeout is the total budget of one shutdown (SD-1). Zero
+	// means 30 s; valid 1 s..100 years.
+	ShutdownTimeout time.Duration
+	// DeadlineCheckInterval is the period of the workflow deadline check
+	// (WD-6). Zero means 60 s; at least 10 ms.
+	DeadlineCheckInterval time.Duration
+
+	// PayloadBytesMax caps one job payload after encoding (RL-11). Zero
+	// means 512 KiB; valid 1 KiB..RecordBytesMax/2.
+	PayloadBytesMax int
+	// RecordBytesMax caps one journal record (RL-11). Zero means 1 MiB;
+	// valid 4 KiB..64 MiB.
+	RecordBytesMax int
+	// SnapshotEvery is the number of records between state snapshots, which
+	// bound the records replayed at open (RL-12). Zero means 10 000; valid
+	// 100..10 000 000.
+	SnapshotEvery int
+}
+
+// Default values of [Options].
+const (
+	DirDefault             = "quire-data"
+	WorkersDefault         = 16
+	WorkersMax             = 4096
+	PayloadBytesMaxDefault = 512 << 10
+	PayloadBytesMin        = 1 << 10
+	RecordBytesMaxDefault  = record.RecordBytesMaxDefault
+	RecordBytesMin         = 4 << 10
+	RecordBytesMaxLimit    = 64 << 20
+	SnapshotEveryDefault   = 10_000
+	SnapshotEveryMin       = 100
+	SnapshotEveryMax       = 10_000_000
+)
+
+// ErrInvalidOption is matched by every [*OptionError] with errors.Is.
+var ErrInvalidOption = errors.New("quire: invalid option")
+
+// OptionError reports an option or argument that failed validation:
+// Field names it (e.g. "Options.Workers", "MaxAttempts"), Value is what was
+// given, Reason says what is allowed.
+type OptionError struct {
+	Field  string
+	Value  any
+	Reason string
+	Err    error
+}
+
+func (e *OptionError) Error() string {
+	s := fmt.Sprintf("quire: %s = %v: %s", e.Field, e.Value, e.Reason)
+	if e.Err != nil && e.Reason == "" {
+		s = fmt.Sprintf("quire: %s: %v", e.Field, e.Err)
+	}
+	return s
+}
+
+func (e *OptionError) Unwrap() []error {
+	if e.Err != nil {
+		return []error{ErrInvalidOption, e.Err}
+	}
+	return []error{ErrInvalidOption}
+}
+
+func optionErr(prefix string, err error) error {
+	var re *deadlines.RangeError
+	if errors.As(err, &re) {
+		return &OptionError{Field: prefix + re.Field, Value: re.Value, Err: err}
+	}
+	return &OptionError{Field: prefix, Err: err}
+}
+
+func (o Options) withDefaults() Options {
+	if o.Dir == "" {
+		o.Dir = DirDefault
+	}
+	if o.Workers == 0 {
+		o.Workers = WorkersDefault
+	}
+	if o.DeliveryTimeout == 0 {
+		o.DeliveryTimeout = deadlines.DeliveryTimeoutDefault
+	}
+	if o.SettlementTimeout == 0 {
+		o.SettlementTimeout = deadlines.SettlementTimeoutDefault
+	}
+	if o.MaxAttempts == 0 {
+		o.MaxAttempts = deadlines.MaxAttemptsDefault
+	}
+	o.Backoff = o.Backoff.WithDefaults()
+	if o.ShutdownTimeout == 0 {
+		o.ShutdownTimeout = deadlines.ShutdownTimeoutDefault
+	}
+	if o.DeadlineCheckInterval == 0 {
+		o.DeadlineCheckInterval = deadlines.DeadlineCheckIntervalDefault
+	}
+	if o.RecordBytesMax == 0 {
+		o.RecordBytesMax = RecordBytesMaxDefault
+	}
+	if o.PayloadBytesMax == 0 {
+		o.PayloadBytesMax = PayloadBytesMaxDefault
+		if o.PayloadBytesMax > o.RecordBytesMax/2 {
+			o.PayloadBytesMax = o.RecordBytesMax / 2
+		}
+	}
+	if o.SnapshotEvery == 0 {
+		o.SnapshotEvery = SnapshotEveryDefault
+	}
+	return o
+}
+
+func (o Options) validate() error {
+	if o.Workers < 1 || o.Workers > WorkersMax {
+		return &OptionError{Field: "Options.Workers", Value: o.Workers, Reason: fmt.Sprintf("must be 1..%d", WorkersMax)}
+	}
+	for _, check := range []error{
+		deadlines.ValidateDeliveryTimeout(o.DeliveryTimeout),
+		deadlines.ValidateSettlementTimeout(o.SettlementTimeout),
+		deadlines.ValidateMaxAttempts(o.MaxAttempts),
+		o.Backoff.Validate(),
+		deadlines.ValidateShutdownTimeout(o.ShutdownTimeout),
+		deadlines.ValidateDeadlineCheckInterval(o.DeadlineCheckInterval),
+	} {
+		if check != nil {
+			return optionErr("Options.", check)
+		}
+	}
+	if o.RecordBytesMax < RecordBytesMin || o.RecordBytesMax > RecordBytesMaxLimit {
+		return &OptionError{Field: "Options.RecordBytesMax", Value: o.RecordBytesMax, Reason: fmt.Sprintf("must be %d..%d bytes", RecordBytesMin, RecordBytesMaxLimit)}
+	}
+	if o.PayloadBytesMax < PayloadBytesMin || o.PayloadBytesMax > o.RecordBytesMax/2 {
+		return &OptionError{Field: "Options.PayloadBytesMax", Value: o.PayloadBytesMax, Reason: fmt.Sprintf("must be %d..RecordBytesMax/2 (%d) bytes", PayloadBytesMin, o.RecordBytesMax/2)}
+	}
+	if o.SnapshotEvery < SnapshotEveryMin || o.SnapshotEvery > SnapshotEveryMax {
+		return &OptionError{Field: "Options.SnapshotEvery", Value: o.SnapshotEvery, Reason: fmt.Sprintf("must be %d..%d records", SnapshotEveryMin, SnapshotEveryMax)}
+	}
+	for i, q := range o.Queues {
+		if err := validateName(q); err != nil {
+			return &OptionError{Field: fmt.Sprintf("Options.Queues[%d]", i), Value: q, Reason: err.Error()}
+		}
+	}
+	return nil
+}
+
+// NameBytesMax bounds handler, queue and workflow names.
+const NameBytesMax = 100
+
+func validateName(s string) error {
+	if s == "" {
+		return errors.New("must not be empty")
+	}
+	if len(s) > NameBytesMax {
+		return fmt.Errorf("is %d bytes, limit %d", len(s), NameBytesMax)
+	}
+	return nil
+}

@@ -1,0 +1,144 @@
+package replay
+
+import (
+	"sort"
+
+	"github.com/quire-dev/quire/journal/record"
+)
+
+// JobStatus is a job's status (JB-3).
+type JobStatus uint8
+
+// Job statuses. Values are stable: snapshots and summaries store them.
+const (
+	JobPending    JobStatus = 1
+	JobProcessing JobStatus = 2
+	JobCompleted  JobStatus = 3
+	JobBuried     JobStatus = 4
+)
+
+func (s JobStatus) String() string {
+	switch s {
+	case JobPending:
+		return "pending"
+	case JobProcessing:
+		return "processing"
+	case JobCompleted:
+		return "completed"
+	case JobBuried:
+		return "buried"
+	}
+	return "unknown"
+}
+
+// Job is the replayed state of one job or workflow step job that has not
+// completed. Completed jobs leave [State]; their final status lives in the
+// journal's terminal index.
+type Job struct {
+	ID          string
+	Stream      string // the job's stream: its id, or its workflow's id
+	Handler     string
+	Queue       string
+	Priority    uint8
+	EnqueueSeq  uint64 // seq of job_enqueued: start order among equal priorities (JB-2)
+	AvailableAt int64
+	Retry       record.RetryPolicy
+	// DeliveryTimeoutNanos is the resolved DeliveryTimeout (DL-2), 0 for
+	// the engine default at start time.
+	DeliveryTimeoutNanos int64
+	UniqueKey            string
+	Payload              []byte
+	WorkflowID           string
+	Step                 int32
+	Branch               int32
+
+	Status JobStatus
+	// Attempts counts starts: the attempt number of the latest start.
+	Attempts int32
+	// Consumed counts attempts consumed under DL-6. A start consumes
+	// pessimistically (a crash after attempt_started counts, DL-44); a
+	// release gives the attempt back.
+	Consumed int32
+	// Token is the open attempt's token (seq of its attempt_started), 0 when
+	// no attempt is open.
+	Token     uint64
+	StartAt   int64 // S of the open attempt
+	HardAt    int64 // H of the open attempt
+	NormalAt  int64 // P of the open attempt
+	LastCode  string
+	LastError string
+	// Lost is set by recovery on a job whose attempt was left open by a
+	// crash (DL-44), until its next start.
+	Lost bool
+}
+
+// Shutdown is the replayed state of the newest shutdown attempt.
+type Shutdown struct {
+	RunID      string
+	Initiated  *record.ShutdownInitiated
+	Forced     bool
+	PhaseStart int8 // newest phase started, 0 none
+	PhaseEnd   int8 // newest phase finished, 0 none
+	Report     *record.ShutdownReport
+}
+
+// RunsKeptMax bounds the run history kept in State (SD-33).
+const RunsKeptMax = 64
+
+// Run is one engine start and, if it published one, its shutdown report.
+type Run struct {
+	RunID     string
+	StartSeq  uint64
+	StartedAt int64
+	Shutdown  Shutdown
+}
+
+// State is everything the scheduler needs to decide, folded from the
+// journal (DESIGN §4). The zero value is not usable: call [New].
+type State struct {
+	// LastSeq is the seq of the last applied record. State never depends
+	// on a record's append time, only on body fields, so that a live state
+	// decided at "now" equals its replay (RL-7).
+	LastSeq uint64
+
+	Jobs map[string]*Job
+	// Tokens maps open attempt tokens to job ids.
+	Tokens map[uint64]string
+	// Unique maps unique keys of pending or processing jobs to job ids (JB-5).
+	Unique map[string]string
+	// PausedQueues holds the queues paused by queue_paused (JB-8).
+	PausedQueues map[string]bool
+	// Runs holds the newest RunsKeptMax runs, oldest first.
+	Runs []Run
+	// Counters over the whole history.
+	Completed int64
+}
+
+// New returns an empty State.
+func New() *State {
+	return &State{
+		Jobs:         make(map[string]*Job),
+		Tokens:       make(map[uint64]string),
+		Unique:       make(map[string]string),
+		PausedQueues: make(map[string]bool),
+	}
+}
+
+// JobIDs returns the ids of the jobs in s, sorted, so that callers never
+// depend on map order.
+func (s *State) JobIDs() []string {
+	ids := make([]string, 0, len(s.Jobs))
+	for id := range s.Jobs {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// LastRun returns the newest run, or nil.
+func (s *State) LastRun() *Run {
+	if len(s.Runs) == 0 {
+		return nil
+	}
+	return &s.Runs[len(s.Runs)-1]
+}

@@ -1,0 +1,297 @@
+package scheduler
+
+import (
+	"container/heap"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/quire-dev/quire/deadlines"
+	"github.com/quire-dev/quire/journal/record"
+	"github.com/quire-dev/quire/replay"
+)
+
+// Errors the machine returns for refused inputs. Nothing is decided or
+// appended for a refused input.
+var (
+	ErrNotFound     = errors.New("scheduler: no such job")
+	ErrState        = errors.New("scheduler: job is not in a state that allows this")
+	ErrStaleToken   = errors.New("scheduler: attempt token is revoked or unknown")
+	ErrNotRecovered = errors.New("scheduler: recovery has not run")
+)
+
+// Config is what the machine needs besides state. Functions are injected
+// so that the machine stays pure: ids and jitter come from seeded sources.
+type Config struct {
+	// Workers bounds attempts in flight. Must be >= 1.
+	Workers int
+	// DeliveryTimeout is used for jobs that recorded no timeout of their own.
+	DeliveryTimeout time.Duration
+	// QueueOrder lists queues to serve first, in order; other queues follow
+	// in name order (JB-2).
+	QueueOrder []string
+	// RegisteredFunc reports whether a handler name is registered. Jobs of
+	// unregistered handlers are parked, never started.
+	RegisteredFunc func(handler string) bool
+	// NewIDFunc returns a fresh id with the given prefix ("job_").
+	NewIDFunc func(prefix string, now time.Time) string
+	// PickFunc returns a uniform integer in [0, n) from a seeded source;
+	// it chooses among backoff jitter candidates (DL-5).
+	PickFunc func(n int) int
+}
+
+// IndexEntry sets the terminal-index value of an id in the same append as
+// the records of a [Decision].
+type IndexEntry struct {
+	ID    string
+	Value []byte
+}
+
+// Start is an attempt to run once its attempt_started is acknowledged.
+type Start struct {
+	Token uint64
+	Job   replay.Job // a copy as of the start
+	// Budget of the attempt (DL-7, DL-9).
+	S, H, P time.Time
+}
+
+// Decision is the output of one machine step: records to append as one
+// atomic append, index values to set with them, and attempts to start
+// after the append is acknowledged (never before: RL-1).
+type Decision struct {
+	Records []record.Record
+	Index   []IndexEntry
+	Starts  []Start
+}
+
+func (d *Decision) merge(o Decision) {
+	d.Records = append(d.Records, o.Records...)
+	d.Index = append(d.Index, o.Index...)
+	d.Starts = append(d.Starts, o.Starts...)
+}
+
+// Empty reports whether d appends nothing and starts nothing.
+func (d Decision) Empty() bool { return len(d.Records) == 0 && len(d.Starts) == 0 }
+
+// Machine decides the engine's transitions from replayed state, the time
+// and an input, and applies its own decisions to the state at once, with
+// the seqs the journal will assign. The caller must append the records of
+// every Decision in order, as the only writer of the journal, and act on a
+// Decision only after its append is acknowledged. A failed append leaves
+// the machine ahead of the journal: the instance must stop (RL-2).
+//
+// A Machine is not safe for concurrent use and performs no I/O.
+type Machine struct {
+	cfg       Config
+	st        *replay.State
+	x         *index
+	nextSeq   uint64
+	inflight  int
+	recovered bool
+}
+
+// NewMachine returns a machine over st, the state replayed from a journal
+// whose last seq is st.LastSeq.
+func NewMachine(cfg Config, st *replay.State) *Machine {
+	if cfg.Workers < 1 {
+		cfg.Workers = 1
+	}
+	m := &Machine{cfg: cfg, st: st, x: newIndex(), nextSeq: st.LastSeq + 1}
+	for _, id := range st.JobIDs() {
+		m.place(st.Jobs[id])
+	}
+	return m
+}
+
+// State returns the machine's state, which includes decided records that
+// may not be acknowledged yet. Callers serving reads must wait for the
+// acknowledgement of NextSeq()-1 first.
+func (m *Machine) State() *replay.State { return m.st }
+
+// NextSeq returns the seq the next decided record will get.
+func (m *Machine) NextSeq() uint64 { return m.nextSeq }
+
+// Inflight returns the number of attempts started and not yet settled in
+// this run.
+func (m *Machine) Inflight() int { return m.inflight }
+
+// emit assigns the next seq to a record, applies it to the state and
+// maintains the index. A record the state refuses is a programming error
+// in the machine: it panics rather than append something replay rejects.
+func (m *Machine) emit(d *Decision, stream string, b record.Body) uint64 {
+	r := record.Record{Seq: m.nextSeq, Stream: stream, Body: b}
+	if err := replay.Apply(m.st, r); err != nil {
+		panic(fmt.Sprintf("scheduler: machine decided a record replay refuses: %v", err))
+	}
+	m.nextSeq++
+	d.Records = append(d.Records, r)
+	m.reindex(b)
+	return r.Seq
+}
+
+// reindex updates the derived views after a record touching one job.
+func (m *Machine) reindex(b record.Body) {
+	var id string
+	switch b := b.(type) {
+	case *record.JobEnqueued:
+		id = b.JobID
+	case *record.AttemptStarted:
+		id = b.JobID
+	case *record.AttemptSucceeded:
+		id = b.JobID
+	case *record.AttemptRetryScheduled:
+		id = b.JobID
+	case *record.AttemptBuried:
+		id = b.JobID
+	case *record.AttemptReleased:
+		id = b.JobID
+	case *record.JobBuried:
+		id = b.JobID
+	case *record.JobRequeued:
+		id = b.JobID
+	case *record.RunStarted:
+		for _, jid := range m.st.JobIDs() {
+			m.place(m.st.Jobs[jid])
+		}
+		return
+	default:
+		return
+	}
+	j, ok := m.st.Jobs[id]
+	if !ok {
+		m.x.forget(id)
+		return
+	}
+	m.place(j)
+}
+
+// place files a job in the right view for its status.
+func (m *Machine) place(j *replay.Job) {
+	gen := m.x.touch(j.ID)
+	if j.Status != replay.JobPending {
+		return
+	}
+	if m.cfg.RegisteredFunc != nil && !m.cfg.RegisteredFunc(j.Handler) {
+		m.x.parked[j.Handler] = append(m.x.parked[j.Handler], j.ID)
+		return
+	}
+	m.x.pushDelayed(j, gen)
+}
+
+// Parked returns the handler names that have parked jobs, sorted.
+func (m *Machine) Parked() []string {
+	var out []string
+	for h, ids := range m.x.parked {
+		if len(ids) > 0 {
+			out = append(out, h)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Unpark re-files the jobs parked on handler, after it was registered.
+func (m *Machine) Unpark(handler string) {
+	ids := m.x.parked[handler]
+	delete(m.x.parked, handler)
+	for _, id := range ids {
+		if j, ok := m.st.Jobs[id]; ok {
+			m.place(j)
+		}
+	}
+}
+
+// NextTimer returns the earliest instant at which a delayed job becomes
+// available, if any. The runner arms one real timer for it.
+func (m *Machine) NextTimer() (time.Time, bool) {
+	for m.x.delayed.Len() > 0 {
+		e := m.x.delayed[0]
+		if m.x.valid(e) {
+			return time.Unix(0, e.at), true
+		}
+		heap.Pop(&m.x.delayed)
+	}
+	return time.Time{}, false
+}
+
+// promote moves every delayed job due at now to its queue's ready heap,
+// in (instant, seq) order.
+func (m *Machine) promote(now time.Time) {
+	n := now.UnixNano()
+	for m.x.delayed.Len() > 0 {
+		e := m.x.delayed[0]
+		if !m.x.valid(e) {
+			heap.Pop(&m.x.delayed)
+			continue
+		}
+		if e.at > n {
+			return
+		}
+		heap.Pop(&m.x.delayed)
+		j := m.st.Jobs[e.id]
+		m.x.pushReady(j, e.gen)
+	}
+}
+
+// queues returns the queues with ready work in serving order.
+func (m *Machine) queues() []string {
+	seen := make(map[string]bool, len(m.cfg.QueueOrder))
+	var out []string
+	for _, q := range m.cfg.QueueOrder {
+		if !seen[q] {
+			seen[q] = true
+			out = append(out, q)
+		}
+	}
+	var rest []string
+	for q, h := range m.x.ready {
+		if !seen[q] && h.Len() > 0 {
+			rest = append(rest, q)
+		}
+	}
+	sort.Strings(rest)
+	return append(out, rest...)
+}
+
+// Dispatch starts as many eligible jobs as free worker slots allow (JB-2):
+// queues in serving order, skipping paused ones; within a queue, higher
+// priority first, then enqueue order. S is now: the slot is acquired now.
+func (m *Machine) Dispatch(now time.Time) Decision {
+	var d Decision
+	if !m.recovered {
+		return d
+	}
+	m.promote(now)
+	for _, q := range m.queues() {
+		if m.inflight >= m.cfg.Workers {
+			break
+		}
+		if m.st.PausedQueues[q] {
+			continue
+		}
+		h := m.x.ready[q]
+		for h != nil && h.Len() > 0 && m.inflight < m.cfg.Workers {
+			e := heap.Pop(h).(entry)
+			if !m.x.valid(e) {
+				continue
+			}
+			m.start(&d, now, m.st.Jobs[e.id])
+		}
+	}
+	return d
+}
+
+func (m *Machine) start(d *Decision, now time.Time, j *replay.Job) {
+	t := time.Duration(j.DeliveryTimeoutNanos)
+	if t <= 0 {
+		t = m.cfg.DeliveryTimeout
+	}
+	b := deadlines.NewBudget(now, t, deadlines.Root{})
+	tok := m.emit(d, j.Stream, &record.AttemptStarted{
+		JobID: j.ID, Attempt: j.Attempts + 1,
+		StartAt: b.S.UnixNano(), HardAt: b.H.UnixNano(), NormalAt: b.P.UnixNano(),
+	})
+	m.inflight++
+	d.Starts = append(d.Starts, Start{Token: tok, Job: *m.st.Jobs[j.ID], S: b.S, H: b.H, P: b.P})
+}

@@ -1,0 +1,256 @@
+package scheduler
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/quire-dev/quire/journal/record"
+	"github.com/quire-dev/quire/replay"
+)
+
+// EnqueueRequest is a validated job to enqueue (JB-1). The api validates
+// every field before the machine sees it.
+type EnqueueRequest struct {
+	Handler         string
+	Queue           string
+	Priority        uint8
+	Delay           time.Duration
+	Retry           record.RetryPolicy
+	DeliveryTimeout time.Duration
+	Unique          bool
+	Payload         []byte
+	// WorkflowID, Step and Branch tie a step job to its workflow.
+	WorkflowID string
+	Step       int32
+	Branch     int32
+}
+
+// UniqueKey returns the JB-5 key of a job: the handler name plus the
+// SHA-256 of the payload's canonical encoding.
+func UniqueKey(handler string, payload []byte) string {
+	sum := sha256.Sum256(payload)
+	return handler + ":" + hex.EncodeToString(sum[:])
+}
+
+// Enqueue decides a job_enqueued for req and returns the job id. A unique
+// job whose key a pending or processing job holds returns that job's id and
+// decides nothing (JB-5).
+func (m *Machine) Enqueue(now time.Time, req EnqueueRequest) (Decision, string) {
+	var d Decision
+	id := m.enqueue(&d, now, req)
+	return d, id
+}
+
+func (m *Machine) enqueue(d *Decision, now time.Time, req EnqueueRequest) string {
+	key := ""
+	if req.Unique {
+		key = UniqueKey(req.Handler, req.Payload)
+		if id, ok := m.st.Unique[key]; ok {
+			return id
+		}
+	}
+	id := m.cfg.NewIDFunc("job_", now)
+	stream := id
+	if req.WorkflowID != "" {
+		stream = req.WorkflowID
+	}
+	m.emit(d, stream, &record.JobEnqueued{
+		JobID: id, Handler: req.Handler, Queue: req.Queue, Priority: req.Priority,
+		AvailableAt: now.Add(req.Delay).UnixNano(), Retry: req.Retry,
+		DeliveryTimeoutNanos: int64(req.DeliveryTimeout), UniqueKey: key, Payload: req.Payload,
+		WorkflowID: req.WorkflowID, Step: req.Step, Branch: req.Branch,
+	})
+	return id
+}
+
+// Class says whether a failure may be retried.
+type Class uint8
+
+// Failure classes.
+const (
+	Retryable Class = 0
+	Permanent Class = 1
+)
+
+func (c Class) String() string {
+	if c == Permanent {
+		return "permanent"
+	}
+	return "retryable"
+}
+
+// Failure describes why an attempt did not succeed.
+type Failure struct {
+	Code    string
+	Message string
+	Class   Class
+	Stack   string
+	// Release is set when the attempt was interrupted by a reason that
+	// consumes nothing (DL-6, DL-23): it settles as attempt_released.
+	Release bool
+}
+
+// Result is how an attempt ended, reported by the runner.
+type Result struct {
+	Token uint64
+	// Failure is nil on success.
+	Failure *Failure
+	Output  []byte
+	// FollowUps are jobs to enqueue atomically with a successful settlement.
+	FollowUps []EnqueueRequest
+	// Reason and ReasonAt are the attempt's first cancellation reason (DL-16).
+	Reason   string
+	ReasonAt time.Time
+	// Joined reports whether the execution goroutine returned (DL-37).
+	Joined bool
+}
+
+// Settle decides the one settlement of an attempt (DL-38, DL-40). A token
+// that is not the job's open attempt is refused with [ErrStaleToken] and
+// decides nothing (RL-10).
+func (m *Machine) Settle(now time.Time, res Result) (Decision, error) {
+	var d Decision
+	id, ok := m.st.Tokens[res.Token]
+	if !ok {
+		return d, fmt.Errorf("%w: token %d", ErrStaleToken, res.Token)
+	}
+	j := m.st.Jobs[id]
+	m.inflight--
+	out := record.Outcome{JobID: j.ID, Token: res.Token, Joined: res.Joined, Reason: res.Reason}
+	if !res.ReasonAt.IsZero() {
+		out.ReasonAt = res.ReasonAt.UnixNano()
+	}
+	f := res.Failure
+	if f == nil {
+		summary := replay.Summarize(j)
+		summary.Status = replay.JobCompleted
+		m.emit(&d, j.Stream, &record.AttemptSucceeded{Outcome: out, Output: res.Output})
+		summary.Seq = m.nextSeq - 1
+		summary.FinishedAt = now.UnixNano()
+		if v, err := replay.EncodeSummary(summary); err == nil {
+			d.Index = append(d.Index, IndexEntry{ID: j.ID, Value: v})
+		}
+		for _, fu := range res.FollowUps {
+			m.enqueue(&d, now, fu)
+		}
+		return d, nil
+	}
+	out.Code, out.Error, out.Class, out.Stack = f.Code, f.Message, f.Class.String(), f.Stack
+	switch {
+	case f.Release:
+		m.emit(&d, j.Stream, &record.AttemptReleased{Outcome: out, AvailableAt: now.UnixNano()})
+	case f.Class == Permanent || j.Consumed >= j.Retry.MaxAttempts:
+		m.emit(&d, j.Stream, &record.AttemptBuried{Outcome: out})
+	default:
+		delay := retryDelay(j.Retry, j.Consumed, m.cfg.PickFunc)
+		m.emit(&d, j.Stream, &record.AttemptRetryScheduled{
+			Outcome: out, DelayNanos: int64(delay), AvailableAt: now.Add(delay).UnixNano(),
+		})
+	}
+	return d, nil
+}
+
+// Bury decides a job_buried for a pending job (JB-6).
+func (m *Machine) Bury(id, code, msg string) (Decision, error) {
+	var d Decision
+	j, ok := m.st.Jobs[id]
+	if !ok {
+		return d, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	if j.Status != replay.JobPending {
+		return d, fmt.Errorf("%w: job %s is %s, only a pending job can be buried", ErrState, id, j.Status)
+	}
+	m.emit(&d, j.Stream, &record.JobBuried{JobID: id, Code: code, Error: msg})
+	return d, nil
+}
+
+// Requeue decides a job_requeued for a buried job (JB-7).
+func (m *Machine) Requeue(now time.Time, id string) (Decision, error) {
+	var d Decision
+	j, ok := m.st.Jobs[id]
+	if !ok {
+		return d, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	if j.Status != replay.JobBuried {
+		return d, fmt.Errorf("%w: job %s is %s, only a buried job can be retried", ErrState, id, j.Status)
+	}
+	m.emit(&d, j.Stream, &record.JobRequeued{JobID: id, AvailableAt: now.UnixNano()})
+	return d, nil
+}
+
+// RequeueBuried decides a job_requeued for every buried job of queue, in
+// enqueue order, and returns how many it requeued (JB-7).
+func (m *Machine) RequeueBuried(now time.Time, queue string) (Decision, int) {
+	var d Decision
+	var ids []*replay.Job
+	for _, id := range m.st.JobIDs() {
+		j := m.st.Jobs[id]
+		if j.Status == replay.JobBuried && j.Queue == queue && j.WorkflowID == "" {
+			ids = append(ids, j)
+		}
+	}
+	sortBySeq(ids)
+	for _, j := range ids {
+		m.emit(&d, j.Stream, &record.JobRequeued{JobID: j.ID, AvailableAt: now.UnixNano()})
+	}
+	return d, len(ids)
+}
+
+// PauseQueue decides a queue_paused, or nothing if the queue is paused (JB-8).
+func (m *Machine) PauseQueue(queue string) Decision {
+	var d Decision
+	if !m.st.PausedQueues[queue] {
+		m.emit(&d, record.EngineStream, &record.QueuePaused{Queue: queue})
+	}
+	return d
+}
+
+// ResumeQueue decides a queue_resumed, or nothing if the queue runs (JB-8).
+func (m *Machine) ResumeQueue(queue string) Decision {
+	var d Decision
+	if m.st.PausedQueues[queue] {
+		m.emit(&d, record.EngineStream, &record.QueueResumed{Queue: queue})
+	}
+	return d
+}
+
+// Recover decides the records of startup recovery (DL-44, SD-33): a
+// run_started, which makes the jobs of attempts left open by a crash
+// pending again, and a job_buried for each of those whose consumed count
+// already reached its MaxAttempts. Dispatch starts nothing before it.
+func (m *Machine) Recover(now time.Time, runID, version string) (Decision, int) {
+	var d Decision
+	lost := 0
+	for _, id := range m.st.JobIDs() {
+		if m.st.Jobs[id].Status == replay.JobProcessing {
+			lost++
+		}
+	}
+	m.emit(&d, record.EngineStream, &record.RunStarted{RunID: runID, Version: version, At: now.UnixNano(), Recovered: int64(lost)})
+	var exhausted []*replay.Job
+	for _, id := range m.st.JobIDs() {
+		j := m.st.Jobs[id]
+		if j.Lost && j.Status == replay.JobPending && j.Consumed >= j.Retry.MaxAttempts {
+			exhausted = append(exhausted, j)
+		}
+	}
+	sortBySeq(exhausted)
+	for _, j := range exhausted {
+		m.emit(&d, j.Stream, &record.JobBuried{JobID: j.ID, Code: CodeInterruptedByCrash,
+			Error: "attempt interrupted by a crash and attempts are exhausted"})
+	}
+	m.recovered = true
+	m.inflight = 0
+	return d, lost
+}
+
+// CodeInterruptedByCrash buries a job whose last attempt a crash lost with
+// no attempts left (DL-44).
+const CodeInterruptedByCrash = "DELIVERY_INTERRUPTED_BY_CRASH"
+
+func sortBySeq(js []*replay.Job) {
+	sort.Slice(js, func(a, b int) bool { return js[a].EnqueueSeq < js[b].EnqueueSeq })
+}

@@ -1,0 +1,575 @@
+package scheduler
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/quire-dev/quire/clock"
+	"github.com/quire-dev/quire/deadlines"
+	"github.com/quire-dev/quire/journal/record"
+	"github.com/quire-dev/quire/replay"
+)
+
+// Appender is what the runner needs from the journal: an atomic, synced
+// append of records with terminal-index values.
+type Appender interface {
+	Append(ctx context.Context, index []IndexEntry, recs ...record.Record) ([]uint64, error)
+}
+
+// ExecuteFunc runs one attempt's pipeline and reports how it ended. It
+// must recover panics into a Failure. ctx is cancelled with a
+// [CancelReason] cause at the attempt's notification instant.
+type ExecuteFunc func(ctx context.Context, st Start) Result
+
+// CancelReason is the cause an attempt's context is cancelled with: the
+// first reason and the instant it was recorded (DL-16).
+type CancelReason struct {
+	Reason string
+	At     time.Time
+}
+
+func (c *CancelReason) Error() string { return "attempt cancelled: " + c.Reason }
+
+// Reasons recorded by the runner (DL-15).
+const (
+	ReasonDeliveryTimeout = "delivery_timeout" // deadlines.ReasonDeliveryTimeout.String()
+	// CodeDeliveryTimeout settles an attempt interrupted at its timeout
+	// (DL-23).
+	CodeDeliveryTimeout = "DELIVERY_TIMEOUT"
+)
+
+// Errors of the runner.
+var (
+	// ErrStopped is returned by Submit once the runner stopped accepting work.
+	ErrStopped = errors.New("scheduler: runner stopped")
+)
+
+// batchRecordsMax bounds the records of one append built from several
+// decisions. A single larger decision still goes alone, atomically.
+const batchRecordsMax = 512
+
+// RunnerConfig configures a [Runner].
+type RunnerConfig struct {
+	Clock    clock.Clock
+	Appender Appender
+	Execute  ExecuteFunc
+	// OnFatal is called once, from the runner's goroutine, when an append
+	// fails: the instance must stop (RL-2).
+	OnFatal func(error)
+	// SnapshotEvery and SnapshotFunc: when at least SnapshotEvery records
+	// were decided since the last call and everything decided is
+	// acknowledged, SnapshotFunc is called on the loop with the state, which
+	// then equals the journal's up to st.LastSeq (RL-12). It must not keep
+	// st past its return.
+	SnapshotEvery uint64
+	SnapshotFunc  func(st *replay.State)
+}
+
+type reply struct {
+	done chan error
+}
+
+type batch struct {
+	d       Decision
+	replies []chan error
+}
+
+type ack struct {
+	b   *batch
+	err error
+}
+
+type op struct {
+	fn   func(m *Machine, now time.Time) (Decision, error)
+	done chan error
+}
+
+type attempt struct {
+	st       Start
+	cancel   context.CancelCauseFunc
+	reason   *CancelReason
+	c        time.Time // cooperative deadline, once notified
+	returned bool
+}
+
+// deadline events of attempts, ordered by (instant, token).
+type event struct {
+	at    int64
+	token uint64
+	kind  uint8 // 1 notify at P, 2 abandon at C
+}
+
+type eventHeap []event
+
+func (h eventHeap) Len() int { return len(h) }
+func (h eventHeap) Less(i, j int) bool {
+	if h[i].at != h[j].at {
+		return h[i].at < h[j].at
+	}
+	if h[i].token != h[j].token {
+		return h[i].token < h[j].token
+	}
+	return h[i].kind < h[j].kind
+}
+func (h eventHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *eventHeap) Push(x any)   { *h = append(*h, x.(event)) }
+func (h *eventHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}
+
+// Runner executes a Machine's decisions: it owns the single loop goroutine
+// that calls the machine, the committer that appends decisions in order
+// (one append per group of decisions: the engine's explicit group commit),
+// the attempts' goroutines, and one clock timer for the earliest instant
+// of the machine's timer heap and the attempts' deadlines (never one
+// goroutine per timer). Nothing is acted on before its append is
+// acknowledged (RL-1).
+type Runner struct {
+	cfg RunnerConfig
+	m   *Machine
+
+	ops      chan op
+	results  chan Result
+	commitCh chan *batch
+	acks     chan ack
+	stopCh   chan struct{}
+	loopDone chan struct{}
+
+	mu       sync.Mutex
+	stopping bool
+	fatal    error
+
+	// loop-owned
+	pending    []*batch
+	committing *batch
+	attempts   map[uint64]*attempt
+	events     eventHeap
+	timer      clock.Timer
+	timerAt    time.Time
+	dispatch   bool
+	lastSnap   uint64
+	drainWait  []chan struct{}
+	idleWait   []chan struct{}
+	execWG     sync.WaitGroup
+}
+
+// NewRunner returns a runner over m. Call Start to begin.
+func NewRunner(cfg RunnerConfig, m *Machine) *Runner {
+	return &Runner{
+		cfg: cfg, m: m,
+		ops:      make(chan op),
+		results:  make(chan Result, 64),
+		commitCh: make(chan *batch, 1),
+		acks:     make(chan ack, 1),
+		stopCh:   make(chan struct{}),
+		loopDone: make(chan struct{}),
+		attempts: make(map[uint64]*attempt),
+		lastSnap: m.State().LastSeq,
+	}
+}
+
+// Start launches the loop and the committer.
+func (r *Runner) Start() {
+	go r.commit()
+	go r.loop()
+}
+
+// Submit runs fn on the loop goroutine with the machine and the current
+// time, appends the Decision it returns, and returns once that append is
+// acknowledged, or fn's error (nothing appended), or the fatal append
+// error. A Decision with no records is acknowledged once everything decided
+// before it is: reads through Submit never see unacknowledged state.
+func (r *Runner) Submit(ctx context.Context, fn func(m *Machine, now time.Time) (Decision, error)) error {
+	done := make(chan error, 1)
+	select {
+	case r.ops <- op{fn: fn, done: done}:
+	case <-r.loopDone:
+		return r.stoppedErr()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	// Once the op is in, its outcome is decided by the loop; the caller
+	// waits for it so that an acknowledged transition is never reported
+	// as failed.
+	return <-done
+}
+
+func (r *Runner) stoppedErr() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fatal != nil {
+		return r.fatal
+	}
+	return ErrStopped
+}
+
+// Fatal returns the append error that stopped the runner, if any.
+func (r *Runner) Fatal() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.fatal
+}
+
+// Drain stops starting attempts and waits until every attempt in flight
+// has settled and every decided record is acknowledged, or ctx ends.
+func (r *Runner) Drain(ctx context.Context) error {
+	w := make(chan struct{})
+	err := r.Submit(ctx, func(m *Machine, now time.Time) (Decision, error) {
+		r.dispatch = false
+		r.drainWait = append(r.drainWait, w)
+		return Decision{}, nil
+	})
+	if err != nil {
+		return err
+	}
+	select {
+	case <-w:
+		return nil
+	case <-r.loopDone:
+		return r.stoppedErr()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Stop ends the loop after the appends in flight are acknowledged. Attempts
+// still running are abandoned: their results are discarded by fencing and
+// their jobs are redelivered at the next start (DL-44). It waits for the
+// loop to end or ctx.
+func (r *Runner) Stop(ctx context.Context) error {
+	r.mu.Lock()
+	if !r.stopping {
+		r.stopping = true
+		close(r.stopCh)
+	}
+	r.mu.Unlock()
+	select {
+	case <-r.loopDone:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Done is closed when the loop has ended.
+func (r *Runner) Done() <-chan struct{} { return r.loopDone }
+
+func (r *Runner) commit() {
+	for b := range r.commitCh {
+		_, err := r.cfg.Appender.Append(context.Background(), b.d.Index, b.d.Records...)
+		r.acks <- ack{b: b, err: err}
+	}
+}
+
+func (r *Runner) loop() {
+	defer close(r.loopDone)
+	defer close(r.commitCh)
+	stopping := false
+	for {
+		r.step()
+		if stopping && r.committing == nil && len(r.pending) == 0 {
+			r.abandonAll()
+			return
+		}
+		var timerC <-chan time.Time
+		if r.timer != nil {
+			timerC = r.timer.C()
+		}
+		stopC := r.stopCh
+		if stopping {
+			stopC = nil
+		}
+		select {
+		case o := <-r.ops:
+			if stopping {
+				o.done <- ErrStopped
+				continue
+			}
+			now := r.cfg.Clock.Now()
+			d, err := o.fn(r.m, now)
+			if err != nil {
+				o.done <- err
+				continue
+			}
+			r.enqueue(d, o.done)
+		case res := <-r.results:
+			r.settle(res)
+		case a := <-r.acks:
+			if !r.acked(a) {
+				return
+			}
+		case <-timerC:
+			r.timer = nil
+			r.fire()
+		case <-stopC:
+			stopping = true
+			r.dispatch = false
+		}
+	}
+}
+
+// enqueue adds a decision to the pending batches; done (if not nil) is
+// answered when it is acknowledged.
+func (r *Runner) enqueue(d Decision, done chan error) {
+	if d.Empty() {
+		switch {
+		case len(r.pending) > 0:
+			last := r.pending[len(r.pending)-1]
+			last.replies = append(last.replies, done)
+		case r.committing != nil:
+			r.committing.replies = append(r.committing.replies, done)
+		default:
+			if done != nil {
+				done <- nil
+			}
+		}
+		return
+	}
+	var last *batch
+	if n := len(r.pending); n > 0 {
+		last = r.pending[n-1]
+	}
+	if last == nil || len(last.d.Records)+len(d.Records) > batchRecordsMax {
+		last = &batch{}
+		r.pending = append(r.pending, last)
+	}
+	last.d.merge(d)
+	if done != nil {
+		last.replies = append(last.replies, done)
+	}
+}
+
+// step dispatches what the machine allows, flushes the next batch to the
+// committer and re-arms the timer.
+func (r *Runner) step() {
+	now := r.cfg.Clock.Now()
+	if r.dispatch {
+		if d := r.m.Dispatch(now); !d.Empty() {
+			r.enqueue(d, nil)
+		}
+	}
+	if r.committing == nil && len(r.pending) > 0 {
+		r.committing = r.pending[0]
+		r.pending = r.pending[1:]
+		r.commitCh <- r.committing
+	}
+	r.checkDrained()
+	r.checkIdle()
+	r.snapshot()
+	r.arm(now)
+}
+
+// SetDispatch turns starting attempts on or off. A new runner starts with
+// it off, so that an engine can recover and register handlers first.
+func (r *Runner) SetDispatch(ctx context.Context, on bool) error {
+	return r.Submit(ctx, func(m *Machine, now time.Time) (Decision, error) {
+		r.dispatch = on
+		return Decision{}, nil
+	})
+}
+
+func (r *Runner) snapshot() {
+	if r.cfg.SnapshotFunc == nil || r.cfg.SnapshotEvery == 0 || r.committing != nil || len(r.pending) > 0 {
+		return
+	}
+	st := r.m.State()
+	if st.LastSeq-r.lastSnap < r.cfg.SnapshotEvery {
+		return
+	}
+	r.lastSnap = st.LastSeq
+	r.cfg.SnapshotFunc(st)
+}
+
+// WaitIdle returns once the runner is quiescent at the clock's current
+// instant: no attempt running, nothing due to start, every decided record
+// acknowledged. Tests and sim use it after moving a fake clock.
+func (r *Runner) WaitIdle(ctx context.Context) error {
+	w := make(chan struct{})
+	err := r.Submit(ctx, func(m *Machine, now time.Time) (Decision, error) {
+		r.fire() // deadlines due at now, even if the timer's fire is still in flight
+		r.idleWait = append(r.idleWait, w)
+		return Decision{}, nil
+	})
+	if err != nil {
+		return err
+	}
+	select {
+	case <-w:
+		return nil
+	case <-r.loopDone:
+		return r.stoppedErr()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (r *Runner) checkIdle() {
+	if len(r.idleWait) == 0 || len(r.attempts) > 0 || r.committing != nil || len(r.pending) > 0 {
+		return
+	}
+	for _, w := range r.idleWait {
+		close(w)
+	}
+	r.idleWait = nil
+}
+
+func (r *Runner) checkDrained() {
+	if len(r.drainWait) == 0 || len(r.attempts) > 0 || r.committing != nil || len(r.pending) > 0 {
+		return
+	}
+	for _, w := range r.drainWait {
+		close(w)
+	}
+	r.drainWait = nil
+}
+
+func (r *Runner) acked(a ack) bool {
+	r.committing = nil
+	if a.err != nil {
+		r.mu.Lock()
+		r.fatal = a.err
+		r.mu.Unlock()
+		for _, c := range a.b.replies {
+			c <- a.err
+		}
+		for _, b := range r.pending {
+			for _, c := range b.replies {
+				c <- a.err
+			}
+		}
+		r.pending = nil
+		r.abandonAll()
+		if r.cfg.OnFatal != nil {
+			r.cfg.OnFatal(a.err)
+		}
+		return false
+	}
+	for _, st := range a.b.d.Starts {
+		r.launch(st)
+	}
+	for _, c := range a.b.replies {
+		c <- nil
+	}
+	return true
+}
+
+// launch starts an acknowledged attempt on its own goroutine.
+func (r *Runner) launch(st Start) {
+	ctx, cancel := newAttemptContext(context.Background(), st.P)
+	at := &attempt{st: st, cancel: cancel}
+	r.attempts[st.Token] = at
+	heap.Push(&r.events, event{at: st.P.UnixNano(), token: st.Token, kind: 1})
+	r.execWG.Add(1)
+	go func() {
+		defer r.execWG.Done()
+		res := r.cfg.Execute(ctx, st)
+		res.Token = st.Token
+		res.Joined = true
+		select {
+		case r.results <- res:
+		case <-r.loopDone:
+		}
+	}()
+}
+
+// settle decides the settlement of a returned attempt. A result whose
+// attempt was abandoned is refused by the machine's fencing and dropped.
+func (r *Runner) settle(res Result) {
+	at, ok := r.attempts[res.Token]
+	if !ok {
+		return // abandoned earlier: its token settled already (DL-26)
+	}
+	delete(r.attempts, res.Token)
+	at.cancel(nil)
+	if at.reason != nil {
+		res.Reason, res.ReasonAt = at.reason.Reason, at.reason.At
+	}
+	now := r.cfg.Clock.Now()
+	d, err := r.m.Settle(now, res)
+	if err != nil {
+		return
+	}
+	r.enqueue(d, nil)
+}
+
+// fire handles due attempt deadlines; due machine timers are picked up by
+// the next Dispatch.
+func (r *Runner) fire() {
+	now := r.cfg.Clock.Now()
+	n := now.UnixNano()
+	for r.events.Len() > 0 && r.events[0].at <= n {
+		e := heap.Pop(&r.events).(event)
+		at, ok := r.attempts[e.token]
+		if !ok {
+			continue
+		}
+		switch e.kind {
+		case 1: // P reached: notify with the deadline instant (DL-16, DL-18)
+			if at.reason == nil {
+				at.reason = &CancelReason{Reason: ReasonDeliveryTimeout, At: at.st.P}
+				at.cancel(at.reason)
+				at.c = deadlines.CooperativeDeadline(at.st.P, at.st.H, deadlines.Root{})
+				heap.Push(&r.events, event{at: at.c.UnixNano(), token: e.token, kind: 2})
+			}
+		case 2: // C reached without a return: abandon (DL-23, DL-26)
+			delete(r.attempts, e.token)
+			d, err := r.m.Settle(now, Result{
+				Token:    e.token,
+				Failure:  &Failure{Code: CodeDeliveryTimeout, Message: "attempt did not return by its cooperative deadline", Class: Retryable},
+				Reason:   at.reason.Reason,
+				ReasonAt: at.reason.At,
+				Joined:   false,
+			})
+			if err == nil {
+				r.enqueue(d, nil)
+			}
+		}
+	}
+}
+
+// arm sets the one clock timer to the earliest instant of the machine's
+// timers and the attempts' deadlines.
+func (r *Runner) arm(now time.Time) {
+	next, ok := r.m.NextTimer()
+	if r.events.Len() > 0 {
+		e := time.Unix(0, r.events[0].at)
+		if !ok || e.Before(next) {
+			next, ok = e, true
+		}
+	}
+	if !ok {
+		if r.timer != nil {
+			r.timer.Stop()
+			r.timer = nil
+		}
+		return
+	}
+	if r.timer != nil && r.timerAt.Equal(next) {
+		return
+	}
+	if r.timer != nil {
+		r.timer.Stop()
+	}
+	r.timer = r.cfg.Clock.NewTimer(next.Sub(now))
+	r.timerAt = next
+}
+
+// abandonAll cancels every attempt still running; their tokens stay open in
+// the journal and recovery redelivers them (DL-44).
+func (r *Runner) abandonAll() {
+	for tok, at := range r.attempts {
+		at.cancel(fmt.Errorf("scheduler: runner stopped"))
+		delete(r.attempts, tok)
+	}
+	if r.timer != nil {
+		r.timer.Stop()
+		r.timer = nil
+	}
+}
