@@ -426,6 +426,9 @@ func (a journalAppender) Append(ctx context.Context, idx []scheduler.IndexEntry,
 	if err != nil {
 		return nil, err
 	}
+	if h := testHookAfterAppend; h != nil {
+		h(seqs)
+	}
 	for i := range seqs {
 		if seqs[i] != want[i] {
 			return nil, fmt.Errorf("quire: journal assigned seq %d to a record decided as seq %d: another writer appended", seqs[i], want[i])

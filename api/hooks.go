@@ -1,0 +1,7 @@
+package api
+
+// testHookAfterAppend, when set by a test before Open, runs on the
+// committer goroutine after each acknowledged append, before the engine
+// learns of it: a crash test takes its crash image there, while no commit
+// is in flight.
+var testHookAfterAppend func(seqs []uint64)
