@@ -191,7 +191,12 @@ func apply(s *State, r record.Record) error {
 		j.AvailableAt = b.AvailableAt
 		j.Consumed = 0
 		if j.UniqueKey != "" {
-			if _, held := s.Unique[j.UniqueKey]; !held {
+			if _, held := s.Unique[j.UniqueKey]; held {
+				// Another job took the key while this one was buried: this
+				// one no longer takes part in deduplication (JB-5), so a
+				// key never names two live jobs.
+				j.UniqueKey = ""
+			} else {
 				s.Unique[j.UniqueKey] = j.ID
 			}
 		}

@@ -110,9 +110,14 @@ type Result struct {
 
 // Settle decides the one settlement of an attempt (DL-38, DL-40). A token
 // that is not the job's open attempt is refused with [ErrStaleToken] and
-// decides nothing (RL-10).
+// decides nothing (RL-10). Before [Machine.Recover] every token is refused
+// with [ErrNotRecovered]: the open tokens of the replayed state belong to
+// attempts a crash lost, which never settle (DL-44).
 func (m *Machine) Settle(now time.Time, res Result) (Decision, error) {
 	var d Decision
+	if !m.recovered {
+		return d, fmt.Errorf("%w: settle token %d", ErrNotRecovered, res.Token)
+	}
 	id, ok := m.st.Tokens[res.Token]
 	if !ok {
 		return d, fmt.Errorf("%w: token %d", ErrStaleToken, res.Token)

@@ -143,7 +143,9 @@ type WorkflowStarted struct {
 	WorkflowID     string `msgpack:"workflow_id"`
 	Name           string `msgpack:"name"`
 	DefinitionHash string `msgpack:"definition_hash"`
+	Steps          int32  `msgpack:"steps"`
 	State          []byte `msgpack:"state"`
+	At             int64  `msgpack:"at"` // the dispatch instant (WD-3)
 	DeadlineAt     int64  `msgpack:"deadline_at"`
 	IdempotencyKey string `msgpack:"idempotency_key,omitempty"`
 	ParentID       string `msgpack:"parent_id,omitempty"`
@@ -151,12 +153,15 @@ type WorkflowStarted struct {
 }
 
 // StepCompleted completes step Step and moves the workflow to Next (WF-3).
-// Output holds the public keys merged into the state, in merge order.
+// Output is a msgpack map of the public keys merged into the state (a
+// Parallel step's branches already merged in journal order, WF-4).
+// Consumed lists the seqs of the stored signals a wait consumed (WF-6).
 type StepCompleted struct {
-	WorkflowID string `msgpack:"workflow_id"`
-	Step       int32  `msgpack:"step"`
-	Next       int32  `msgpack:"next"`
-	Output     []byte `msgpack:"output,omitempty"`
+	WorkflowID string   `msgpack:"workflow_id"`
+	Step       int32    `msgpack:"step"`
+	Next       int32    `msgpack:"next"`
+	Output     []byte   `msgpack:"output,omitempty"`
+	Consumed   []uint64 `msgpack:"consumed,omitempty"`
 }
 
 // StepDelayed enters a Delay step (WF-5).

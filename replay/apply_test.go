@@ -1,0 +1,345 @@
+package replay
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/quire-dev/quire/journal/record"
+)
+
+func TestRL3_ApplyRefusesSeqGap(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.enqueue("job_a")
+	body := &record.JobEnqueued{JobID: "job_b", Handler: "h", Queue: "default", Retry: policy}
+	for _, seq := range []uint64{0, 1, 3, 100} {
+		r := record.Record{Seq: seq, Stream: "job_b", Body: body}
+		mustRefuse(t, b.s, r, ErrOrder)
+	}
+	if err := Apply(b.s, b.rec("job_b", body)); err != nil {
+		t.Fatalf("the next seq after refusals: %v", err)
+	}
+}
+
+func TestDL45_ApplyRefusesKindsItDoesNotFold(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.enqueue("job_a")
+	for _, k := range record.Kinds() {
+		if k < record.KindWorkflowStarted || k > record.KindDeadlineHandlerFinished {
+			continue
+		}
+		body, _ := record.NewBody(k)
+		mustRefuse(t, b.s, b.rec("wf_1", body), ErrUnknownKind)
+	}
+	mustRefuse(t, b.s, b.rec("job_a", nil), ErrUnknownKind)
+	// A typed nil body is a record without body too, never a panic.
+	mustRefuse(t, b.s, b.rec("job_a", (*record.AttemptStarted)(nil)), ErrUnknownKind)
+	mustRefuse(t, b.s, b.rec("job_a", (*record.JobEnqueued)(nil)), ErrUnknownKind)
+}
+
+func TestRL10_ApplyRefusesImpossibleTransitions(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		// prepare builds the journal and returns the record to refuse.
+		prepare func(b *testBundle) record.Record
+	}{
+		{"settle with a wrong token", func(b *testBundle) record.Record {
+			b.enqueue("job_a")
+			tok := b.start("job_a")
+			return b.rec("job_a", &record.AttemptSucceeded{Outcome: out("job_a", tok+7)})
+		}},
+		{"settle with a token of another job", func(b *testBundle) record.Record {
+			b.enqueue("job_a")
+			b.enqueue("job_b")
+			tokA := b.start("job_a")
+			b.start("job_b")
+			return b.rec("job_b", &record.AttemptBuried{Outcome: out("job_b", tokA)})
+		}},
+		{"settle a token revoked by run_started", func(b *testBundle) record.Record {
+			b.enqueue("job_a")
+			tok := b.start("job_a")
+			b.add(record.EngineStream, &record.RunStarted{RunID: "r2", At: at(time.Second)})
+			return b.rec("job_a", &record.AttemptSucceeded{Outcome: out("job_a", tok)})
+		}},
+		{"settle a token revoked by a new start", func(b *testBundle) record.Record {
+			b.enqueue("job_a")
+			tok := b.start("job_a")
+			b.add(record.EngineStream, &record.RunStarted{RunID: "r2", At: at(time.Second)})
+			b.start("job_a")
+			return b.rec("job_a", &record.AttemptReleased{Outcome: out("job_a", tok), AvailableAt: at(0)})
+		}},
+		{"settle a token twice", func(b *testBundle) record.Record {
+			b.enqueue("job_a")
+			tok := b.start("job_a")
+			b.retry("job_a", tok, at(time.Second))
+			return b.rec("job_a", &record.AttemptRetryScheduled{Outcome: out("job_a", tok), AvailableAt: at(time.Second)})
+		}},
+		{"settle an unknown job", func(b *testBundle) record.Record {
+			return b.rec("job_x", &record.AttemptSucceeded{Outcome: out("job_x", 1)})
+		}},
+		{"start a processing job", func(b *testBundle) record.Record {
+			b.enqueue("job_a")
+			b.start("job_a")
+			return b.rec("job_a", b.startBody("job_a"))
+		}},
+		{"start a buried job", func(b *testBundle) record.Record {
+			b.enqueue("job_a")
+			b.add("job_a", &record.JobBuried{JobID: "job_a", Error: "buried by operator"})
+			return b.rec("job_a", b.startBody("job_a"))
+		}},
+		{"start an unknown job", func(b *testBundle) record.Record {
+			return b.rec("job_x", &record.AttemptStarted{JobID: "job_x", Attempt: 1})
+		}},
+		{"skip an attempt number", func(b *testBundle) record.Record {
+			b.enqueue("job_a")
+			body := b.startBody("job_a")
+			body.Attempt = 2
+			return b.rec("job_a", body)
+		}},
+		{"repeat an attempt number", func(b *testBundle) record.Record {
+			b.enqueue("job_a")
+			tok := b.start("job_a")
+			b.release("job_a", tok, at(0))
+			body := b.startBody("job_a")
+			body.Attempt = 1
+			return b.rec("job_a", body)
+		}},
+		{"enqueue a job twice", func(b *testBundle) record.Record {
+			b.enqueue("job_a")
+			return b.rec("job_a", &record.JobEnqueued{JobID: "job_a", Handler: "h", Queue: "default"})
+		}},
+		{"enqueue the id of a processing job", func(b *testBundle) record.Record {
+			b.enqueue("job_a")
+			b.start("job_a")
+			return b.rec("job_a", &record.JobEnqueued{JobID: "job_a", Handler: "h", Queue: "default"})
+		}},
+		{"enqueue a job without id", func(b *testBundle) record.Record {
+			return b.rec("job_", &record.JobEnqueued{Handler: "h", Queue: "default"})
+		}},
+		{"hold a unique key twice", func(b *testBundle) record.Record {
+			b.enqueue("job_a", unique("k"))
+			return b.rec("job_b", &record.JobEnqueued{JobID: "job_b", Handler: "h", Queue: "default", UniqueKey: "k"})
+		}},
+		{"bury a processing job", func(b *testBundle) record.Record {
+			b.enqueue("job_a")
+			b.start("job_a")
+			return b.rec("job_a", &record.JobBuried{JobID: "job_a", Error: "buried by operator"})
+		}},
+		{"bury a buried job", func(b *testBundle) record.Record {
+			b.enqueue("job_a")
+			b.add("job_a", &record.JobBuried{JobID: "job_a", Error: "buried by operator"})
+			return b.rec("job_a", &record.JobBuried{JobID: "job_a", Error: "buried by operator"})
+		}},
+		{"requeue a pending job", func(b *testBundle) record.Record {
+			b.enqueue("job_a")
+			return b.rec("job_a", &record.JobRequeued{JobID: "job_a", AvailableAt: at(0)})
+		}},
+		{"requeue a processing job", func(b *testBundle) record.Record {
+			b.enqueue("job_a")
+			b.start("job_a")
+			return b.rec("job_a", &record.JobRequeued{JobID: "job_a", AvailableAt: at(0)})
+		}},
+		{"requeue a completed job", func(b *testBundle) record.Record {
+			b.enqueue("job_a")
+			b.succeed("job_a", b.start("job_a"))
+			return b.rec("job_a", &record.JobRequeued{JobID: "job_a", AvailableAt: at(0)})
+		}},
+		{"two shutdown reports in one run", func(b *testBundle) record.Record {
+			b.add(record.EngineStream, &record.RunStarted{RunID: "r1"})
+			b.add(record.EngineStream, &record.ShutdownReport{Completion: "clean"})
+			return b.rec(record.EngineStream, &record.ShutdownReport{Completion: "clean"})
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			r := tt.prepare(b)
+			mustRefuse(t, b.s, r, ErrImpossible)
+			// The journal is still usable: the same seq takes a valid record.
+			b.add(record.EngineStream, &record.Debug{Subject: "after"})
+		})
+	}
+}
+
+func TestApplyErrorUnwraps(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	err := Apply(b.s, b.rec("job_x", &record.JobRequeued{JobID: "job_x"}))
+	var ae *ApplyError
+	if !errors.As(err, &ae) || !errors.Is(err, ErrImpossible) || errors.Is(err, ErrOrder) {
+		t.Fatalf("Apply = %v", err)
+	}
+	if ae.Error() == "" || ae.Kind != record.KindJobRequeued || ae.Seq != 1 {
+		t.Fatalf("ApplyError = %+v", ae)
+	}
+	if err := Fold(b.s, b.rec("job_x", nil)); !errors.Is(err, ErrUnknownKind) {
+		t.Fatalf("Fold = %v, want ErrUnknownKind", err)
+	}
+}
+
+func TestDL6_ConsumedAccounting(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.enqueue("job_a")
+	want := func(status JobStatus, attempts, consumed int32) {
+		t.Helper()
+		j := b.job("job_a")
+		if j.Status != status || j.Attempts != attempts || j.Consumed != consumed {
+			t.Fatalf("job is %s attempts %d consumed %d, want %s %d %d", j.Status, j.Attempts, j.Consumed, status, attempts, consumed)
+		}
+		checkInvariants(t, b.s)
+	}
+	want(JobPending, 0, 0)
+	tok := b.start("job_a") // a start consumes (a crash after it counts, DL-44)
+	want(JobProcessing, 1, 1)
+	b.release("job_a", tok, at(2*time.Second)) // a release gives it back
+	want(JobPending, 1, 0)
+	if j := b.job("job_a"); j.AvailableAt != at(2*time.Second) || j.Token != 0 {
+		t.Fatalf("released job available at %d token %d", j.AvailableAt, j.Token)
+	}
+	tok = b.start("job_a")
+	want(JobProcessing, 2, 1)
+	b.retry("job_a", tok, at(3*time.Second)) // a retryable failure keeps it
+	want(JobPending, 2, 1)
+	if j := b.job("job_a"); j.AvailableAt != at(3*time.Second) || j.LastError != "boom" || j.LastCode != "E" {
+		t.Fatalf("retried job = %+v", j)
+	}
+	tok = b.start("job_a")
+	want(JobProcessing, 3, 2)
+	b.buryAttempt("job_a", tok) // a burying failure keeps it
+	want(JobBuried, 3, 2)
+	b.add("job_a", &record.JobRequeued{JobID: "job_a", AvailableAt: at(4 * time.Second)})
+	want(JobPending, 3, 0) // JB-7: a fresh consumed count
+	tok = b.start("job_a")
+	want(JobProcessing, 4, 1)
+	// Success keeps it too; the job leaves the state (JB-3).
+	before := b.s.Completed
+	b.succeed("job_a", tok)
+	if _, ok := b.s.Jobs["job_a"]; ok || b.s.Completed != before+1 || len(b.s.Tokens) != 0 {
+		t.Fatalf("completed job still in state, or Completed %d", b.s.Completed)
+	}
+}
+
+func TestDL44_RunStartedReopensOpenAttempts(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.enqueue("job_late", func(e *record.JobEnqueued) { e.AvailableAt = at(time.Hour) })
+	b.enqueue("job_early", func(e *record.JobEnqueued) { e.AvailableAt = at(-time.Hour) })
+	b.enqueue("job_idle")
+	b.start("job_late") // a forged but foldable start before its instant
+	b.start("job_early")
+	b.add(record.EngineStream, &record.RunStarted{RunID: "r2", Version: "v", At: at(time.Minute), Recovered: 2})
+	if len(b.s.Tokens) != 0 {
+		t.Fatalf("tokens survive run_started: %v", b.s.Tokens)
+	}
+	for id, wantAt := range map[string]int64{"job_late": at(time.Minute), "job_early": at(-time.Hour)} {
+		j := b.job(id)
+		if j.Status != JobPending || j.Token != 0 || !j.Lost || j.Consumed != 1 || j.Attempts != 1 {
+			t.Fatalf("%s after run_started = %+v", id, j)
+		}
+		if j.AvailableAt != wantAt {
+			t.Fatalf("%s available at %v, want min(old, run_started.At) = %v", id, time.Unix(0, j.AvailableAt).UTC(), time.Unix(0, wantAt).UTC())
+		}
+	}
+	if j := b.job("job_idle"); j.Lost || j.AvailableAt != at(0) {
+		t.Fatalf("a pending job was touched by recovery: %+v", j)
+	}
+	if run := b.s.LastRun(); run == nil || run.RunID != "r2" || run.StartedAt != at(time.Minute) {
+		t.Fatalf("last run = %+v", run)
+	}
+	// The next start revokes nothing left and clears Lost.
+	b.start("job_early")
+	if j := b.job("job_early"); j.Lost || j.Attempts != 2 || j.Consumed != 2 {
+		t.Fatalf("restarted job = %+v", j)
+	}
+	checkInvariants(t, b.s)
+}
+
+func TestSD33_RunsAreBounded(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for range RunsKeptMax + 5 {
+		b.add(record.EngineStream, &record.RunStarted{RunID: "r"})
+	}
+	if len(b.s.Runs) != RunsKeptMax || b.s.Runs[0].StartSeq != 6 {
+		t.Fatalf("runs = %d, oldest seq %d", len(b.s.Runs), b.s.Runs[0].StartSeq)
+	}
+	b.add(record.EngineStream, &record.ShutdownInitiated{Trigger: "signal"})
+	b.add(record.EngineStream, &record.ShutdownForceRequested{Trigger: "signal"})
+	b.add(record.EngineStream, &record.ShutdownPhaseStarted{Phase: 2})
+	b.add(record.EngineStream, &record.ShutdownPhaseFinished{Phase: 2})
+	sd := b.s.LastRun().Shutdown
+	if sd.Initiated == nil || !sd.Forced || sd.PhaseStart != 2 || sd.PhaseEnd != 2 {
+		t.Fatalf("shutdown = %+v", sd)
+	}
+}
+
+func TestJB5_UniqueKeyReleasedAndReReserved(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	holder := func(key string) string { return b.s.Unique[key] }
+
+	// Success releases the key.
+	b.enqueue("job_a", unique("k"))
+	if holder("k") != "job_a" {
+		t.Fatalf("k held by %q", holder("k"))
+	}
+	b.succeed("job_a", b.start("job_a"))
+	if _, held := b.s.Unique["k"]; held {
+		t.Fatal("k still held after success")
+	}
+
+	// A burying attempt releases it; a requeue re-reserves it while free.
+	b.enqueue("job_b", unique("k"))
+	b.buryAttempt("job_b", b.start("job_b"))
+	if _, held := b.s.Unique["k"]; held {
+		t.Fatal("k still held after attempt_buried")
+	}
+	b.add("job_b", &record.JobRequeued{JobID: "job_b", AvailableAt: at(0)})
+	if holder("k") != "job_b" {
+		t.Fatalf("requeue did not re-reserve k: held by %q", holder("k"))
+	}
+
+	// A manual bury releases it; a requeue while another job holds it
+	// leaves the other holder in place.
+	b.add("job_b", &record.JobBuried{JobID: "job_b", Error: "buried by operator"})
+	if _, held := b.s.Unique["k"]; held {
+		t.Fatal("k still held after job_buried")
+	}
+	b.enqueue("job_c", unique("k"))
+	b.add("job_b", &record.JobRequeued{JobID: "job_b", AvailableAt: at(0)})
+	if holder("k") != "job_c" {
+		t.Fatalf("k held by %q, want job_c", holder("k"))
+	}
+	// Retry and release keep the key.
+	b.retry("job_c", b.start("job_c"), at(time.Second))
+	b.release("job_c", b.start("job_c"), at(time.Second))
+	if holder("k") != "job_c" {
+		t.Fatalf("k held by %q after retry and release, want job_c", holder("k"))
+	}
+	// The non-holder's end does not release the holder's key.
+	b.succeed("job_b", b.start("job_b"))
+	if holder("k") != "job_c" {
+		t.Fatalf("k held by %q after the non-holder completed", holder("k"))
+	}
+	checkInvariants(t, b.s)
+}
+
+func TestJB8_QueuePauseFolds(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.add(record.EngineStream, &record.QueuePaused{Queue: "mail"})
+	b.add(record.EngineStream, &record.QueuePaused{Queue: "mail"})
+	if !b.s.PausedQueues["mail"] || len(b.s.PausedQueues) != 1 {
+		t.Fatalf("paused = %v", b.s.PausedQueues)
+	}
+	b.add(record.EngineStream, &record.QueueResumed{Queue: "mail"})
+	b.add(record.EngineStream, &record.QueueResumed{Queue: "other"})
+	if len(b.s.PausedQueues) != 0 {
+		t.Fatalf("paused = %v", b.s.PausedQueues)
+	}
+}

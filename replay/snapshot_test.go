@@ -1,0 +1,315 @@
+package replay
+
+import (
+	"bytes"
+	"fmt"
+	"maps"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/quire-dev/quire/journal/record"
+)
+
+// sampleState folds a journal that touches every part of State: jobs in
+// each status, a lost attempt, unique keys (one requeued while another job
+// holds it), paused queues, runs with a shutdown report.
+func sampleState(t *testing.T) *testBundle {
+	t.Helper()
+	b := setup(t)
+	b.add(record.EngineStream, &record.RunStarted{RunID: "r1", Version: "v", At: at(0)})
+	b.enqueue("job_z", unique("k"), func(e *record.JobEnqueued) { e.Payload = []byte{0x81, 0xa1, 'a', 0x01} })
+	b.buryAttempt("job_z", b.start("job_z"))
+	b.enqueue("job_a", unique("k"), func(e *record.JobEnqueued) { e.Priority = 3; e.Queue = "mail" })
+	b.add("job_z", &record.JobRequeued{JobID: "job_z", AvailableAt: at(time.Second)})
+	b.enqueue("job_m", func(e *record.JobEnqueued) {
+		e.Retry.Backoff, e.Retry.ListNanos, e.Retry.JitterRatio = record.BackoffList, []int64{1e9, 2e9}, 0.25
+		e.DeliveryTimeoutNanos = int64(time.Minute)
+		e.WorkflowID, e.Step, e.Branch = "wf_1", 2, 1
+	})
+	b.start("job_m")
+	b.enqueue("job_done")
+	b.succeed("job_done", b.start("job_done"))
+	b.add(record.EngineStream, &record.QueuePaused{Queue: "mail"})
+	b.add(record.EngineStream, &record.QueuePaused{Queue: "bulk"})
+	b.add(record.EngineStream, &record.ShutdownInitiated{Trigger: "signal", StartAt: at(time.Minute)})
+	b.add(record.EngineStream, &record.ShutdownReport{Completion: "clean", Dependencies: []uint8{1, 3, 7}})
+	b.add(record.EngineStream, &record.RunStarted{RunID: "r2", Version: "v", At: at(2 * time.Minute)})
+	b.start("job_a")
+	checkInvariants(t, b.s)
+	return b
+}
+
+// sameState fails unless a and b agree on everything the scheduler reads,
+// including the derived maps the digest does not spell out.
+func sameState(t tb, what string, a, b *State) {
+	t.Helper()
+	if Digest(a) != Digest(b) {
+		t.Fatalf("%s: digests differ", what)
+	}
+	if !maps.Equal(a.Unique, b.Unique) {
+		t.Fatalf("%s: unique %v != %v", what, a.Unique, b.Unique)
+	}
+	if !maps.Equal(a.Tokens, b.Tokens) {
+		t.Fatalf("%s: tokens %v != %v", what, a.Tokens, b.Tokens)
+	}
+	if !maps.Equal(a.PausedQueues, b.PausedQueues) {
+		t.Fatalf("%s: paused %v != %v", what, a.PausedQueues, b.PausedQueues)
+	}
+}
+
+func TestRL12_SnapshotRoundTrip(t *testing.T) {
+	t.Parallel()
+	b := sampleState(t)
+	enc, err := Encode(b.s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Decode(enc)
+	if err != nil {
+		t.Fatalf("Decode: %v", err)
+	}
+	sameState(t, "decoded", got, b.s)
+	if got.LastSeq != b.s.LastSeq || got.Completed != 1 || len(got.Runs) != 2 || got.Runs[0].Shutdown.Report == nil {
+		t.Fatalf("decoded = LastSeq %d Completed %d runs %+v", got.LastSeq, got.Completed, got.Runs)
+	}
+	checkInvariants(t, got)
+	again, _ := Encode(got)
+	if !bytes.Equal(again, enc) {
+		t.Fatal("re-encoding a decoded state changes the bytes")
+	}
+	// The decoded state keeps folding like the original.
+	tail := record.Record{Seq: b.s.LastSeq + 1, Stream: "job_a", Body: &record.AttemptSucceeded{Outcome: out("job_a", b.s.Jobs["job_a"].Token)}}
+	if err := Apply(b.s, tail); err != nil {
+		t.Fatal(err)
+	}
+	if err := Apply(got, tail); err != nil {
+		t.Fatal(err)
+	}
+	sameState(t, "after the tail", got, b.s)
+}
+
+func TestRL12_SnapshotEmptyState(t *testing.T) {
+	t.Parallel()
+	enc, err := Encode(New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Decode(enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameState(t, "empty", got, New())
+}
+
+func TestRL7_EncodeIsDeterministic(t *testing.T) {
+	t.Parallel()
+	b := sampleState(t)
+	e1, _ := Encode(b.s)
+	e2, _ := Encode(b.s)
+	if !bytes.Equal(e1, e2) {
+		t.Fatal("two encodings of one state differ")
+	}
+	// The same content inserted into the maps in the opposite order.
+	ids := b.s.JobIDs()
+	rev := New()
+	rev.LastSeq, rev.Completed, rev.Runs = b.s.LastSeq, b.s.Completed, b.s.Runs
+	for i := len(ids) - 1; i >= 0; i-- {
+		j := *b.s.Jobs[ids[i]]
+		rev.Jobs[j.ID] = &j
+		if j.Token != 0 {
+			rev.Tokens[j.Token] = j.ID
+		}
+	}
+	for _, q := range []string{"mail", "bulk"} {
+		rev.PausedQueues[q] = true
+	}
+	for k, v := range b.s.Unique {
+		rev.Unique[k] = v
+	}
+	e3, _ := Encode(rev)
+	if !bytes.Equal(e1, e3) {
+		t.Fatal("insertion order changes the encoding")
+	}
+	// Many jobs: map iteration order varies from run to run.
+	big1, big2 := New(), New()
+	for i := range 200 {
+		id := "job_" + string(rune('a'+i%26)) + string(rune('a'+i/26))
+		big1.Jobs[id] = &Job{ID: id, Status: JobPending, EnqueueSeq: uint64(i + 1)}
+		big1.PausedQueues[id] = true
+	}
+	for i := 199; i >= 0; i-- {
+		id := "job_" + string(rune('a'+i%26)) + string(rune('a'+i/26))
+		big2.Jobs[id] = &Job{ID: id, Status: JobPending, EnqueueSeq: uint64(i + 1)}
+		big2.PausedQueues[id] = true
+	}
+	if Digest(big1) != Digest(big2) {
+		t.Fatal("insertion order changes the digest")
+	}
+}
+
+func TestRL7_DigestSeesEveryChange(t *testing.T) {
+	t.Parallel()
+	b := sampleState(t)
+	base := Digest(b.s)
+	changes := map[string]func(s *State){
+		"LastSeq":     func(s *State) { s.LastSeq++ },
+		"Completed":   func(s *State) { s.Completed++ },
+		"paused":      func(s *State) { s.PausedQueues["x"] = true },
+		"job status":  func(s *State) { s.Jobs["job_z"].Status = JobBuried },
+		"available":   func(s *State) { s.Jobs["job_z"].AvailableAt++ },
+		"consumed":    func(s *State) { s.Jobs["job_z"].Consumed++ },
+		"lost":        func(s *State) { s.Jobs["job_z"].Lost = !s.Jobs["job_z"].Lost },
+		"payload":     func(s *State) { s.Jobs["job_z"].Payload = nil },
+		"unique":      func(s *State) { s.Unique["k"] = "job_z" },
+		"run":         func(s *State) { s.Runs = s.Runs[:1] },
+		"jobs":        func(s *State) { delete(s.Jobs, "job_m") },
+		"retry":       func(s *State) { s.Jobs["job_m"].Retry.ListNanos[0]++ },
+		"last error":  func(s *State) { s.Jobs["job_z"].LastError = "x" },
+		"enqueue seq": func(s *State) { s.Jobs["job_z"].EnqueueSeq++ },
+	}
+	for name, change := range changes {
+		enc, _ := Encode(b.s)
+		s, err := Decode(enc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		change(s)
+		if Digest(s) == base {
+			t.Errorf("digest does not see a change of %s", name)
+		}
+	}
+}
+
+// TestRL12_SnapshotPlusTailEqualsFullFold: for any valid journal and any
+// N, Decode(Encode(fold(1..N))) folded with N+1.. equals fold(1..end).
+func TestRL12_SnapshotPlusTailEqualsFullFold(t *testing.T) {
+	t.Parallel()
+	rapid.Check(t, func(t *rapid.T) {
+		recs := workload(t, rapid.IntRange(0, 150).Draw(t, "len"))
+		n := rapid.IntRange(0, len(recs)).Draw(t, "snapshot_at")
+		full := fold(t, recs)
+		checkInvariants(t, full)
+		head := fold(t, recs[:n])
+		enc, err := Encode(head)
+		if err != nil {
+			t.Fatalf("Encode: %v", err)
+		}
+		restored, err := Decode(enc)
+		if err != nil {
+			t.Fatalf("Decode of a snapshot at %d: %v", n, err)
+		}
+		sameState(t, "restored head", restored, head)
+		if err := Fold(restored, recs[n:]...); err != nil {
+			t.Fatalf("tail after snapshot at %d: %v", n, err)
+		}
+		sameState(t, "snapshot + tail vs full fold", restored, full)
+		// DL-45: two replays of one journal yield the same state.
+		sameState(t, "second replay", fold(t, recs), full)
+	})
+}
+
+func TestRL6_DecodeRefusesHostileBytes(t *testing.T) {
+	t.Parallel()
+	valid, err := Encode(sampleState(t).s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2 := New()
+	v2.LastSeq = 1
+	bad := map[string][]byte{
+		"nil":                     nil,
+		"empty":                   {},
+		"msgpack nil":             {0xc0},
+		"empty map":               {0x80},
+		"array 16 of 65535":       {0xdc, 0xff, 0xff},
+		"array 32 of 2^32-1":      {0xdd, 0xff, 0xff, 0xff, 0xff},
+		"map 32 of 2^32-1":        {0xdf, 0xff, 0xff, 0xff, 0xff},
+		"str 32 of 2^32-1":        {0xdb, 0xff, 0xff, 0xff, 0xff, 'a'},
+		"reserved byte":           {0xc1},
+		"trailing byte":           append(append([]byte{}, valid...), 0x00),
+		"jobs array 16 header":    snapshotWith(map[string][]byte{"jobs": {0xdc, 0xff, 0xff}}),
+		"runs array 16 header":    snapshotWith(map[string][]byte{"runs": {0xdc, 0xff, 0xff}}),
+		"too many runs":           snapshotWith(map[string][]byte{"runs": append([]byte{0xdc, 0x00, RunsKeptMax + 1}, bytes.Repeat([]byte{0x80}, RunsKeptMax+1)...)}),
+		"version 2":               snapshotWith(map[string][]byte{"v": {0x02}}),
+		"version 0":               snapshotWith(map[string][]byte{"v": {0x00}}),
+		"unknown field":           snapshotWith(map[string][]byte{"zz": {0x01}}),
+		"job without id":          snapshotWith(map[string][]byte{"jobs": {0x91, 0x80}}),
+		"duplicate job id":        snapshotWith(map[string][]byte{"jobs": {0x92, 0x81, 0xa2, 'I', 'D', 0xa1, 'x', 0x81, 0xa2, 'I', 'D', 0xa1, 'x'}}),
+		"job unknown field":       snapshotWith(map[string][]byte{"jobs": {0x91, 0x82, 0xa2, 'I', 'D', 0xa1, 'x', 0xa1, 'q', 0x01}}),
+		"unique of a missing job": snapshotWith(map[string][]byte{"unique": {0x91, 0x82, 0xa3, 'k', 'e', 'y', 0xa1, 'k', 0xa2, 'i', 'd', 0xa1, 'x'}}),
+		"unique of another key": snapshotWith(map[string][]byte{
+			"jobs":   {0x91, 0x82, 0xa2, 'I', 'D', 0xa1, 'x', 0xa6, 'S', 't', 'a', 't', 'u', 's', 0x01},
+			"unique": {0x91, 0x82, 0xa3, 'k', 'e', 'y', 0xa1, 'k', 0xa2, 'i', 'd', 0xa1, 'x'},
+		}),
+		"jobs not an array": snapshotWith(map[string][]byte{"jobs": {0xa1, 'x'}}),
+		"timestamp ext":     snapshotWith(map[string][]byte{"completed": {0xd6, 0xff, 0, 0, 0, 1}}),
+		"deep nesting":      append(bytes.Repeat([]byte{0x91}, 100), 0x01),
+		"not msgpack":       []byte("hello, snapshot"),
+	}
+	for i := range valid {
+		bad[fmt.Sprintf("valid encoding truncated to %d bytes", i)] = valid[:i]
+	}
+	for name, b := range bad {
+		s, err := Decode(b)
+		if err == nil {
+			t.Errorf("%s: Decode(% x) accepted: %+v", name, head(b), s)
+		}
+	}
+}
+
+// snapshotWith returns a valid version-1 snapshot map in which the fields
+// named in over have the given raw msgpack values (new names are added).
+func snapshotWith(over map[string][]byte) []byte {
+	fields := map[string][]byte{"v": {0x01}, "last_seq": {0x00}, "completed": {0x00}}
+	maps.Copy(fields, over)
+	out := []byte{0x80 | byte(len(fields))}
+	for _, k := range []string{"v", "last_seq", "completed", "paused", "jobs", "runs", "unique", "zz"} {
+		if v, ok := fields[k]; ok {
+			out = append(out, 0xa0|byte(len(k)))
+			out = append(out, k...)
+			out = append(out, v...)
+		}
+	}
+	return out
+}
+
+func head(b []byte) []byte {
+	if len(b) > 16 {
+		return b[:16]
+	}
+	return b
+}
+
+// TestRL6_DecodeNeverPanics feeds random bytes and mutated valid snapshots
+// to Decode: it never panics, random bytes are refused, and whatever it
+// accepts encodes again and folds on without panicking.
+func TestRL6_DecodeNeverPanics(t *testing.T) {
+	t.Parallel()
+	valid, err := Encode(sampleState(t).s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		junk := rapid.SliceOfN(rapid.Byte(), 0, 64).Draw(t, "junk")
+		if _, err := Decode(junk); err == nil {
+			t.Fatalf("Decode accepted random bytes % x", junk)
+		}
+		m := append([]byte{}, valid...)
+		for range rapid.IntRange(1, 4).Draw(t, "mutations") {
+			i := rapid.IntRange(0, len(m)-1).Draw(t, "at")
+			m[i] = rapid.Byte().Draw(t, "byte")
+		}
+		s, err := Decode(m)
+		if err != nil {
+			return
+		}
+		if _, err := Encode(s); err != nil {
+			t.Fatalf("a decoded state does not encode: %v", err)
+		}
+		_ = Digest(s)
+		r := record.Record{Seq: s.LastSeq + 1, Stream: record.EngineStream, Body: &record.RunStarted{RunID: "r"}}
+		_ = Apply(s, r)
+	})
+}
