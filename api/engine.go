@@ -70,8 +70,10 @@ type Engine struct {
 	m    *scheduler.Machine
 	r    *scheduler.Runner
 
-	hmu      sync.RWMutex
-	handlers map[string]*handlerEntry
+	hmu              sync.RWMutex
+	handlers         map[string]*handlerEntry
+	workflows        map[string]*scheduler.WorkflowDef
+	deadlineHandlers map[string]*deadlineEntry
 
 	mu        sync.Mutex
 	lifecycle Lifecycle
@@ -119,7 +121,9 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("quire: open journal %s: %w", opts.Dir, err)
 	}
-	e := &Engine{opts: opts, clk: clk, j: j, handlers: make(map[string]*handlerEntry), closed: make(chan struct{}), lifecycle: Recovering}
+	e := &Engine{opts: opts, clk: clk, j: j, closed: make(chan struct{}), lifecycle: Recovering,
+		handlers: make(map[string]*handlerEntry), workflows: make(map[string]*scheduler.WorkflowDef),
+		deadlineHandlers: make(map[string]*deadlineEntry)}
 	st, err := e.load()
 	if err != nil {
 		j.Close()
@@ -135,14 +139,20 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		RegisteredFunc:  func(h string) bool { return e.handler(h) != nil },
 		NewIDFunc:       newID,
 		PickFunc:        func(n int) int { return rng.IntN(n) },
+		WorkflowFunc:    e.workflowDef,
+		LookupFunc:      e.lookupWorkflow,
+		IdempotencyFunc: e.lookupIdempotency,
 	}, st)
 	e.r = scheduler.NewRunner(scheduler.RunnerConfig{
-		Clock:         clk,
-		Appender:      journalAppender{j},
-		Execute:       e.run,
-		OnFatal:       e.onFatal,
-		SnapshotEvery: uint64(opts.SnapshotEvery),
-		SnapshotFunc:  e.writeSnapshot,
+		Clock:                 clk,
+		Appender:              journalAppender{j},
+		Execute:               e.run,
+		OnFatal:               e.onFatal,
+		SnapshotEvery:         uint64(opts.SnapshotEvery),
+		SnapshotFunc:          e.writeSnapshot,
+		DeadlineFunc:          e.runDeadline,
+		HandlerTimeout:        opts.DeliveryTimeout,
+		DeadlineCheckInterval: opts.DeadlineCheckInterval,
 	}, e.m)
 	e.r.Start()
 	runID := newID("run_", clk.Now())
@@ -225,6 +235,29 @@ func (e *Engine) writeSnapshot(st *replay.State) {
 			e.j.DeleteSnapshotsBefore(context.Background(), seq)
 		}
 	}()
+}
+
+// lookupWorkflow reads a finished workflow's summary from the terminal
+// index, for the machine (it runs on the engine's loop).
+func (e *Engine) lookupWorkflow(id string) (scheduler.WorkflowSummary, bool) {
+	b, ok, err := e.j.Index(id)
+	if err != nil || !ok {
+		return scheduler.WorkflowSummary{}, false
+	}
+	s, err := replay.DecodeWorkflowSummary(b)
+	if err != nil {
+		return scheduler.WorkflowSummary{}, false
+	}
+	return scheduler.WorkflowSummary{Status: s.Status.String(), State: s.State, Error: s.Error}, true
+}
+
+func (e *Engine) lookupIdempotency(key string) (replay.Idempotent, bool) {
+	b, ok, err := e.j.Index(replay.IdempotencyPrefix + key)
+	if err != nil || !ok {
+		return replay.Idempotent{}, false
+	}
+	v, err := replay.DecodeIdempotent(b)
+	return v, err == nil
 }
 
 // Stats returns what Open read to rebuild the state.
@@ -320,6 +353,18 @@ func (e *Engine) submit(ctx context.Context, fn func(m *scheduler.Machine, now t
 // returns at once; call [Engine.Close] to stop. Use [Engine.Run] instead in
 // a process that should stop on SIGINT or SIGTERM.
 func (e *Engine) Start(ctx context.Context) error {
+	if err := e.admit(); err != nil {
+		return err
+	}
+	if err := e.r.SetDispatch(ctx, true); err != nil {
+		return err
+	}
+	// WD-6: the long-running mode checks workflow deadlines once now, after
+	// recovery, then every DeadlineCheckInterval.
+	return e.r.EnableDeadlineChecks(ctx)
+}
+
+func (e *Engine) startOnce(ctx context.Context) error {
 	if err := e.admit(); err != nil {
 		return err
 	}
@@ -444,7 +489,7 @@ var _ scheduler.Appender = journalAppender{}
 // engine. It never runs the periodic workflow deadline check. Jobs that
 // become available later stay pending in the journal.
 func (e *Engine) RunOnce(ctx context.Context) error {
-	if err := e.Start(ctx); err != nil {
+	if err := e.startOnce(ctx); err != nil {
 		return err
 	}
 	if err := e.WaitIdle(ctx); err != nil {

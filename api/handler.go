@@ -17,11 +17,15 @@ import (
 // retry policy.
 type HandlerFunc[T any] func(ctx context.Context, d *Delivery, in T) error
 
-// handlerEntry is a registered handler with its payload decoding erased.
+// handlerEntry is a registered handler with its input decoding erased:
+// call returns the attempt's output (a step's state map, nil for jobs).
 type handlerEntry struct {
 	name string
-	call func(ctx context.Context, d *Delivery, payload []byte) error
+	call func(ctx context.Context, d *Delivery, st scheduler.Start) ([]byte, error)
 	opts jobOptions
+	// step is set for the handlers a workflow registers for its steps:
+	// they cannot be enqueued as jobs.
+	step bool
 }
 
 // Handle registers fn under name. Payloads enqueued for name are decoded
@@ -44,15 +48,16 @@ func Handle[T any](e *Engine, name string, fn HandlerFunc[T], opts ...JobOption)
 	}
 	h := &handlerEntry{name: name, opts: jo}
 	payloadBytesMax := e.opts.PayloadBytesMax
-	h.call = func(ctx context.Context, d *Delivery, payload []byte) error {
+	h.call = func(ctx context.Context, d *Delivery, st scheduler.Start) ([]byte, error) {
 		var in T
+		payload := st.Job.Payload
 		if len(payload) > payloadBytesMax {
-			return Permanent(CodePayloadDecodeFailed, fmt.Errorf("payload is %d bytes, limit %d", len(payload), payloadBytesMax))
+			return nil, Permanent(CodePayloadDecodeFailed, fmt.Errorf("payload is %d bytes, limit %d", len(payload), payloadBytesMax))
 		}
 		if err := record.DecodeValue(payload, &in); err != nil {
-			return Permanent(CodePayloadDecodeFailed, err)
+			return nil, Permanent(CodePayloadDecodeFailed, err)
 		}
-		return fn(ctx, d, in)
+		return nil, fn(ctx, d, in)
 	}
 	return e.register(h)
 }
@@ -78,9 +83,9 @@ func (e *Engine) run(ctx context.Context, st scheduler.Start) (res scheduler.Res
 			}}
 		}
 	}()
-	err := h.call(ctx, d, st.Job.Payload)
+	out, err := h.call(ctx, d, st)
 	if err == nil {
-		return scheduler.Result{FollowUps: d.followUps}
+		return scheduler.Result{Output: out, FollowUps: d.followUps}
 	}
 	f := &scheduler.Failure{Code: CodeHandlerError, Message: err.Error()}
 	var he *HandlerError

@@ -162,7 +162,7 @@ func (e *Engine) buildJobOptions(opts []JobOption) (jobOptions, error) {
 func (e *Engine) enqueueRequest(handler string, payload any, opts []JobOption) (scheduler.EnqueueRequest, error) {
 	var req scheduler.EnqueueRequest
 	h := e.handler(handler)
-	if h == nil {
+	if h == nil || h.step {
 		return req, &NameError{Kind: "handler", Name: handler, Err: ErrUnknownHandler}
 	}
 	o, err := e.buildJobOptions(opts)
@@ -180,6 +180,14 @@ func (e *Engine) enqueueRequest(handler string, payload any, opts []JobOption) (
 		return req, fmt.Errorf("%w: payload for handler %q is %d bytes, limit %d (Options.PayloadBytesMax)",
 			ErrInvalidPayload, handler, len(b), e.opts.PayloadBytesMax)
 	}
+	req = e.resolve(h, o)
+	req.Handler, req.Payload = handler, b
+	return req, nil
+}
+
+// resolve layers job options: the handler's registration, then the call's
+// (or a workflow's, then its step's), over the engine's defaults (WF-22).
+func (e *Engine) resolve(h *handlerEntry, o jobOptions) scheduler.EnqueueRequest {
 	queue := QueueDefault
 	prio := Low
 	maxAttempts := e.opts.MaxAttempts
@@ -203,8 +211,8 @@ func (e *Engine) enqueueRequest(handler string, payload any, opts []JobOption) (
 		}
 	}
 	return scheduler.EnqueueRequest{
-		Handler: handler, Queue: queue, Priority: uint8(prio), Delay: o.delay,
+		Queue: queue, Priority: uint8(prio), Delay: o.delay,
 		Retry: scheduler.RetryPolicy(maxAttempts, backoff), DeliveryTimeout: timeout,
-		Unique: o.unique || h.opts.unique, Payload: b,
-	}, nil
+		Unique: o.unique || h.opts.unique,
+	}
 }

@@ -71,13 +71,17 @@ func TestJB1_BadInputAppendsNothing(t *testing.T) {
 		match func(error) bool
 	}{
 		{"unknown handler", func() error { _, err := b.eng.Enqueue(b.ctx, "nope", msg{}); return err },
-			func(err error) bool { return errors.Is(err, api.ErrUnknownHandler) && strings.Contains(err.Error(), `"nope"`) }},
+			func(err error) bool {
+				return errors.Is(err, api.ErrUnknownHandler) && strings.Contains(err.Error(), `"nope"`)
+			}},
 		{"nil payload", func() error { _, err := b.eng.Enqueue(b.ctx, "work", nil); return err },
 			func(err error) bool { return errors.Is(err, api.ErrInvalidPayload) }},
 		{"oversized payload", func() error {
 			_, err := b.eng.Enqueue(b.ctx, "work", strings.Repeat("x", api.PayloadBytesMaxDefault+1))
 			return err
-		}, func(err error) bool { return errors.Is(err, api.ErrInvalidPayload) && strings.Contains(err.Error(), "PayloadBytesMax") }},
+		}, func(err error) bool {
+			return errors.Is(err, api.ErrInvalidPayload) && strings.Contains(err.Error(), "PayloadBytesMax")
+		}},
 		{"negative delay", func() error { _, err := b.eng.Enqueue(b.ctx, "work", msg{}, api.Delay(-time.Second)); return err },
 			func(err error) bool { var oe *api.OptionError; return errors.As(err, &oe) && oe.Field == "Delay" }},
 		{"max attempts over 100", func() error { _, err := b.eng.Enqueue(b.ctx, "work", msg{}, api.MaxAttempts(101)); return err },
@@ -88,7 +92,9 @@ func TestJB1_BadInputAppendsNothing(t *testing.T) {
 		{"timeout out of range", func() error {
 			_, err := b.eng.Enqueue(b.ctx, "work", msg{}, api.DeliveryTimeout(99*time.Millisecond))
 			return err
-		}, func(err error) bool { return errors.Is(err, api.ErrInvalidOption) && strings.Contains(err.Error(), "DeliveryTimeout") }},
+		}, func(err error) bool {
+			return errors.Is(err, api.ErrInvalidOption) && strings.Contains(err.Error(), "DeliveryTimeout")
+		}},
 		{"empty queue", func() error { _, err := b.eng.Enqueue(b.ctx, "work", msg{}, api.OnQueue("")); return err },
 			func(err error) bool { var oe *api.OptionError; return errors.As(err, &oe) && oe.Field == "OnQueue" }},
 		{"cancelled context", func() error { _, err := b.eng.Enqueue(cancelled, "work", msg{}); return err },

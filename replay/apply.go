@@ -107,11 +107,21 @@ func apply(s *State, r record.Record) error {
 			DeliveryTimeoutNanos: b.DeliveryTimeoutNanos, UniqueKey: b.UniqueKey, Payload: b.Payload,
 			WorkflowID: b.WorkflowID, Step: b.Step, Branch: b.Branch, Status: JobPending,
 		}
+		var w *Workflow
+		if j.WorkflowID != "" {
+			var ok bool
+			if w, ok = s.Workflows[j.WorkflowID]; !ok {
+				return impossible("step job %s of unknown workflow %s", j.ID, j.WorkflowID)
+			}
+		}
 		if j.UniqueKey != "" {
 			if other, ok := s.Unique[j.UniqueKey]; ok {
 				return impossible("unique key of job %s already held by %s", b.JobID, other)
 			}
 			s.Unique[j.UniqueKey] = j.ID
+		}
+		if w != nil && w.Step == j.Step {
+			w.Entered = true
 		}
 		s.Jobs[j.ID] = j
 	case *record.AttemptStarted:
@@ -141,6 +151,13 @@ func apply(s *State, r record.Record) error {
 		releaseUnique(s, j)
 		delete(s.Jobs, j.ID)
 		s.Completed++
+		// A step's branch output counts only while its workflow is still
+		// at that step and running or paused; a late result is discarded
+		// (WF-20).
+		if w, ok := s.Workflows[j.WorkflowID]; ok && w.Step == j.Step &&
+			(w.Status == WorkflowRunning || w.Status == WorkflowPaused) {
+			w.Branches = append(w.Branches, BranchOutput{Branch: j.Branch, Output: b.Output})
+		}
 	case *record.AttemptRetryScheduled:
 		j, err := settling(s, &b.Outcome)
 		if err != nil {
@@ -228,6 +245,9 @@ func apply(s *State, r record.Record) error {
 			run.Shutdown.Report = b
 		}
 	default:
+		if ok, err := applyWorkflow(s, r); ok {
+			return err
+		}
 		return fmt.Errorf("%w: %s", ErrUnknownKind, r.Body.Kind())
 	}
 	return nil

@@ -29,7 +29,16 @@ type snapshot struct {
 	// be derived from Jobs: a job requeued while another job held its key
 	// is active with the key but does not hold it (JB-5).
 	Unique []uniqueHold `msgpack:"unique"`
+
+	Workflows          workflowList `msgpack:"workflows"`
+	Expiries           expiryList   `msgpack:"expiries"`
+	WorkflowsCompleted int64        `msgpack:"workflows_completed"`
+	WorkflowsCancelled int64        `msgpack:"workflows_cancelled"`
 }
+
+type workflowList []Workflow
+
+type expiryList []Expiry
 
 type uniqueHold struct {
 	Key string `msgpack:"key"`
@@ -46,7 +55,11 @@ type runList []Run
 func Encode(s *State) ([]byte, error) {
 	snap := snapshot{
 		Version: snapshotVersion, LastSeq: s.LastSeq,
-		Completed: s.Completed, Runs: s.Runs,
+		Completed: s.Completed, Runs: s.Runs, Expiries: s.Expiries,
+		WorkflowsCompleted: s.WorkflowsCompleted, WorkflowsCancelled: s.WorkflowsCancelled,
+	}
+	for _, id := range s.WorkflowIDs() {
+		snap.Workflows = append(snap.Workflows, *s.Workflows[id])
 	}
 	for q := range s.PausedQueues {
 		snap.Paused = append(snap.Paused, q)
@@ -120,41 +133,59 @@ func Decode(b []byte) (*State, error) {
 		s.Unique[u.Key] = u.ID
 	}
 	s.Runs = snap.Runs
+	for i := range snap.Workflows {
+		w := snap.Workflows[i]
+		if _, dup := s.Workflows[w.ID]; dup || w.ID == "" {
+			return nil, fmt.Errorf("replay: snapshot: %w: bad or duplicate workflow id %q", record.ErrCorrupt, w.ID)
+		}
+		s.Workflows[w.ID] = &w
+		if w.IdempotencyKey != "" {
+			s.Idempotency[w.IdempotencyKey] = w.ID
+		}
+	}
+	s.Expiries = snap.Expiries
+	s.WorkflowsCompleted, s.WorkflowsCancelled = snap.WorkflowsCompleted, snap.WorkflowsCancelled
 	return s, nil
 }
 
-func (l *jobList) DecodeMsgpack(dec *msgpack.Decoder) error {
+// decodeList reads a msgpack array of T, appending each element as it is
+// decoded rather than pre-sizing the slice from the declared length, so a
+// hostile length costs nothing (RL-6).
+func decodeList[T any](dec *msgpack.Decoder, limit int, what string) ([]T, error) {
 	n, err := dec.DecodeArrayLen()
 	if err != nil || n <= 0 {
-		return err
+		return nil, err
 	}
-	if n > SnapshotJobsMax {
-		return fmt.Errorf("%w: %d jobs, limit %d", record.ErrCorrupt, n, SnapshotJobsMax)
+	if n > limit {
+		return nil, fmt.Errorf("%w: %d %s, limit %d", record.ErrCorrupt, n, what, limit)
 	}
+	var out []T
 	for i := 0; i < n; i++ {
-		var j Job
-		if err := dec.Decode(&j); err != nil {
-			return err
+		var v T
+		if err := dec.Decode(&v); err != nil {
+			return nil, err
 		}
-		*l = append(*l, j)
+		out = append(out, v)
 	}
-	return nil
+	return out, nil
 }
 
-func (l *runList) DecodeMsgpack(dec *msgpack.Decoder) error {
-	n, err := dec.DecodeArrayLen()
-	if err != nil || n <= 0 {
-		return err
-	}
-	if n > RunsKeptMax {
-		return fmt.Errorf("%w: %d runs, limit %d", record.ErrCorrupt, n, RunsKeptMax)
-	}
-	for i := 0; i < n; i++ {
-		var r Run
-		if err := dec.Decode(&r); err != nil {
-			return err
-		}
-		*l = append(*l, r)
-	}
-	return nil
+func (l *jobList) DecodeMsgpack(dec *msgpack.Decoder) (err error) {
+	*l, err = decodeList[Job](dec, SnapshotJobsMax, "jobs")
+	return err
+}
+
+func (l *runList) DecodeMsgpack(dec *msgpack.Decoder) (err error) {
+	*l, err = decodeList[Run](dec, RunsKeptMax, "runs")
+	return err
+}
+
+func (l *workflowList) DecodeMsgpack(dec *msgpack.Decoder) (err error) {
+	*l, err = decodeList[Workflow](dec, SnapshotJobsMax, "workflows")
+	return err
+}
+
+func (l *expiryList) DecodeMsgpack(dec *msgpack.Decoder) (err error) {
+	*l, err = decodeList[Expiry](dec, SnapshotJobsMax, "expiries")
+	return err
 }

@@ -23,6 +23,13 @@ func sampleState(t *testing.T) *testBundle {
 	b.buryAttempt("job_z", b.start("job_z"))
 	b.enqueue("job_a", unique("k"), func(e *record.JobEnqueued) { e.Priority = 3; e.Queue = "mail" })
 	b.add("job_z", &record.JobRequeued{JobID: "job_z", AvailableAt: at(time.Second)})
+	b.add("wf_1", &record.WorkflowStarted{WorkflowID: "wf_1", Name: "import", Steps: 3, State: []byte{0x81, 0xa1, 'a', 0x01}, At: at(0), DeadlineAt: at(time.Hour), IdempotencyKey: "idem"})
+	b.add("wf_1", &record.StepCompleted{WorkflowID: "wf_1", Step: 0, Next: 1, Output: []byte{0x81, 0xa1, 'b', 0x02}})
+	b.add("wf_1", &record.SignalReceived{WorkflowID: "wf_1", Name: "go", Payload: []byte{0x80}})
+	b.add("wf_1", &record.WorkflowWaiting{WorkflowID: "wf_1", Step: 1, Status: "waiting_for_signal", Signals: []string{"approve"}, Mode: "all"})
+	b.add("wf_2", &record.WorkflowStarted{WorkflowID: "wf_2", Name: "late", Steps: 1, At: at(0), DeadlineAt: at(time.Second)})
+	b.add("wf_2", &record.WorkflowFailed{WorkflowID: "wf_2", Error: "Deadline exceeded", At: at(time.Second)})
+	b.add("wf_2", &record.WorkflowDeadlineExceeded{WorkflowID: "wf_2", DeadlineAt: at(time.Second), DetectedAt: at(time.Second), DetectedBy: "check", Handler: "notify"})
 	b.enqueue("job_m", func(e *record.JobEnqueued) {
 		e.Retry.Backoff, e.Retry.ListNanos, e.Retry.JitterRatio = record.BackoffList, []int64{1e9, 2e9}, 0.25
 		e.DeliveryTimeoutNanos = int64(time.Minute)
@@ -128,6 +135,16 @@ func TestRL7_EncodeIsDeterministic(t *testing.T) {
 	for k, v := range b.s.Unique {
 		rev.Unique[k] = v
 	}
+	wids := b.s.WorkflowIDs()
+	for i := len(wids) - 1; i >= 0; i-- {
+		w := *b.s.Workflows[wids[i]]
+		rev.Workflows[w.ID] = &w
+	}
+	for k, v := range b.s.Idempotency {
+		rev.Idempotency[k] = v
+	}
+	rev.Expiries = b.s.Expiries
+	rev.WorkflowsCompleted, rev.WorkflowsCancelled = b.s.WorkflowsCompleted, b.s.WorkflowsCancelled
 	e3, _ := Encode(rev)
 	if !bytes.Equal(e1, e3) {
 		t.Fatal("insertion order changes the encoding")

@@ -108,10 +108,19 @@ type State struct {
 	Unique map[string]string
 	// PausedQueues holds the queues paused by queue_paused (JB-8).
 	PausedQueues map[string]bool
+	// Workflows holds the workflows not completed or cancelled.
+	Workflows map[string]*Workflow
+	// Idempotency maps the idempotency keys of the workflows in Workflows
+	// to their ids (WF-14); keys of finished ones live in the terminal index.
+	Idempotency map[string]string
+	// Expiries are the on-deadline handler obligations, in seq order (WD-10).
+	Expiries []Expiry
 	// Runs holds the newest RunsKeptMax runs, oldest first.
 	Runs []Run
 	// Counters over the whole history.
-	Completed int64
+	Completed          int64
+	WorkflowsCompleted int64
+	WorkflowsCancelled int64
 }
 
 // New returns an empty State.
@@ -121,6 +130,8 @@ func New() *State {
 		Tokens:       make(map[uint64]string),
 		Unique:       make(map[string]string),
 		PausedQueues: make(map[string]bool),
+		Workflows:    make(map[string]*Workflow),
+		Idempotency:  make(map[string]string),
 	}
 }
 

@@ -44,13 +44,8 @@ func EncodeSummary(s JobSummary) ([]byte, error) {
 // DecodeSummary decodes a terminal-index value, treating it as hostile.
 func DecodeSummary(b []byte) (JobSummary, error) {
 	var s JobSummary
-	if err := record.Prescan(b, false); err != nil {
-		return s, fmt.Errorf("replay: summary: %w", err)
-	}
-	dec := msgpack.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields(true)
-	if err := dec.Decode(&s); err != nil {
-		return s, fmt.Errorf("replay: summary: %w: %v", record.ErrCorrupt, err)
+	if err := decodeIndexValue(b, &s); err != nil {
+		return s, err
 	}
 	// An empty map or a nil decodes without error; a summary always names
 	// its job and one of the four statuses.
@@ -58,4 +53,96 @@ func DecodeSummary(b []byte) (JobSummary, error) {
 		return JobSummary{}, fmt.Errorf("replay: summary: %w: job id %q status %d", record.ErrCorrupt, s.ID, s.Status)
 	}
 	return s, nil
+}
+
+// decodeIndexValue decodes a terminal-index value into v, treating the bytes
+// as hostile (RL-6).
+func decodeIndexValue(b []byte, v any) error {
+	if err := record.Prescan(b, false); err != nil {
+		return fmt.Errorf("replay: index value: %w", err)
+	}
+	dec := msgpack.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields(true)
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("replay: index value: %w: %v", record.ErrCorrupt, err)
+	}
+	return nil
+}
+
+// WorkflowSummary is the final status of a workflow that left [State]
+// (completed or cancelled), stored in the terminal index in the same
+// append as the record that ended it (WF-21: terminal workflows stay
+// queryable).
+type WorkflowSummary struct {
+	ID             string         `msgpack:"id"`
+	Name           string         `msgpack:"name"`
+	DefinitionHash string         `msgpack:"definition_hash"`
+	Status         WorkflowStatus `msgpack:"status"`
+	Step           int32          `msgpack:"step"`
+	Steps          int32          `msgpack:"steps"`
+	State          []byte         `msgpack:"state"` // public state
+	StartedAt      int64          `msgpack:"started_at"`
+	FinishedAt     int64          `msgpack:"finished_at"`
+	DeadlineAt     int64          `msgpack:"deadline_at"`
+	Error          string         `msgpack:"error,omitempty"`
+	FailedAt       int64          `msgpack:"failed_at,omitempty"`
+	IdempotencyKey string         `msgpack:"idempotency_key,omitempty"`
+	ParentID       string         `msgpack:"parent_id,omitempty"`
+	ParentStep     int32          `msgpack:"parent_step"`
+	Seq            uint64         `msgpack:"seq"`
+}
+
+// SummarizeWorkflow returns the summary of w as it stands, with its public
+// state.
+func SummarizeWorkflow(w *Workflow) WorkflowSummary {
+	pub, err := PublicState(w.State)
+	if err != nil {
+		pub = nil
+	}
+	return WorkflowSummary{
+		ID: w.ID, Name: w.Name, DefinitionHash: w.DefinitionHash, Status: w.Status, Step: w.Step,
+		Steps: w.Steps, State: pub, StartedAt: w.StartedAt, DeadlineAt: w.DeadlineAt, Error: w.Error,
+		FailedAt: w.FailedAt, IdempotencyKey: w.IdempotencyKey, ParentID: w.ParentID, ParentStep: w.ParentStep,
+	}
+}
+
+// EncodeWorkflowSummary encodes s for the terminal index.
+func EncodeWorkflowSummary(s WorkflowSummary) ([]byte, error) { return msgpack.Marshal(&s) }
+
+// DecodeWorkflowSummary decodes a terminal-index value of a workflow.
+func DecodeWorkflowSummary(b []byte) (WorkflowSummary, error) {
+	var s WorkflowSummary
+	if err := decodeIndexValue(b, &s); err != nil {
+		return s, err
+	}
+	if s.ID == "" || s.Status.String() == "unknown" {
+		return WorkflowSummary{}, fmt.Errorf("replay: workflow summary: %w: id %q status %d", record.ErrCorrupt, s.ID, s.Status)
+	}
+	return s, nil
+}
+
+// IdempotencyPrefix prefixes the terminal-index ids of idempotency keys: the
+// entry of key k is "idem:" + k, written with the workflow_started that
+// used it, so a key stays reserved after its workflow left State (WF-14).
+const IdempotencyPrefix = "idem:"
+
+// Idempotent is the terminal-index value of an idempotency key.
+type Idempotent struct {
+	WorkflowID string `msgpack:"workflow_id"`
+	Name       string `msgpack:"name"`
+}
+
+// EncodeIdempotent encodes v for the terminal index.
+func EncodeIdempotent(v Idempotent) ([]byte, error) { return msgpack.Marshal(&v) }
+
+// DecodeIdempotent decodes an idempotency-key index value.
+func DecodeIdempotent(b []byte) (Idempotent, error) {
+	var v Idempotent
+	if err := decodeIndexValue(b, &v); err != nil {
+		return v, err
+	}
+	if v.WorkflowID == "" {
+		return Idempotent{}, fmt.Errorf("replay: idempotency entry: %w: no workflow id", record.ErrCorrupt)
+	}
+	return v, nil
 }

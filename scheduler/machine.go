@@ -39,6 +39,15 @@ type Config struct {
 	// PickFunc returns a uniform integer in [0, n) from a seeded source;
 	// it chooses among backoff jitter candidates (DL-5).
 	PickFunc func(n int) int
+	// WorkflowFunc returns the registered definition of a workflow name,
+	// or nil. Workflows whose definition is not registered wait for it.
+	WorkflowFunc func(name string) *WorkflowDef
+	// LookupFunc returns the summary of a workflow that left the state
+	// (completed or cancelled), read from the journal's terminal index.
+	LookupFunc func(id string) (WorkflowSummary, bool)
+	// IdempotencyFunc returns the workflow that used an idempotency key
+	// whose workflow left the state (WF-14).
+	IdempotencyFunc func(key string) (replay.Idempotent, bool)
 }
 
 // IndexEntry sets the terminal-index value of an id in the same append as
@@ -52,6 +61,10 @@ type IndexEntry struct {
 type Start struct {
 	Token uint64
 	Job   replay.Job // a copy as of the start
+	// State is the public state of a step job's workflow at the start, and
+	// WorkflowName its workflow's name; both empty for plain jobs.
+	State        []byte
+	WorkflowName string
 	// Budget of the attempt (DL-7, DL-9).
 	S, H, P time.Time
 }
@@ -63,16 +76,21 @@ type Decision struct {
 	Records []record.Record
 	Index   []IndexEntry
 	Starts  []Start
+	// DeadlineRuns are on-deadline handlers to call (WD-10).
+	DeadlineRuns []DeadlineRun
 }
 
 func (d *Decision) merge(o Decision) {
 	d.Records = append(d.Records, o.Records...)
 	d.Index = append(d.Index, o.Index...)
 	d.Starts = append(d.Starts, o.Starts...)
+	d.DeadlineRuns = append(d.DeadlineRuns, o.DeadlineRuns...)
 }
 
 // Empty reports whether d appends nothing and starts nothing.
-func (d Decision) Empty() bool { return len(d.Records) == 0 && len(d.Starts) == 0 }
+func (d Decision) Empty() bool {
+	return len(d.Records) == 0 && len(d.Starts) == 0 && len(d.DeadlineRuns) == 0
+}
 
 // Machine decides the engine's transitions from replayed state, the time
 // and an input, and applies its own decisions to the state at once, with
@@ -89,6 +107,40 @@ type Machine struct {
 	nextSeq   uint64
 	inflight  int
 	recovered bool
+	// waiters maps a workflow id to the workflows waiting on it (WF-7);
+	// entries are checked on use, so stale ones are harmless.
+	waiters map[string][]string
+	// handling holds the expiries whose handler runs in this process.
+	handling map[uint64]bool
+	// recent holds the summaries of workflows that left the state in
+	// decisions whose append may not be acknowledged yet, so lookups never
+	// miss them before the terminal index serves them (RL-1).
+	recent     map[string]recentWorkflow
+	recentIdem map[string]recentIdem
+}
+
+type recentWorkflow struct {
+	seq uint64
+	sum WorkflowSummary
+}
+
+type recentIdem struct {
+	seq uint64
+	v   replay.Idempotent
+}
+
+// Acked tells the machine that every record up to seq is acknowledged.
+func (m *Machine) Acked(seq uint64) {
+	for id, r := range m.recent {
+		if r.seq <= seq {
+			delete(m.recent, id)
+		}
+	}
+	for k, r := range m.recentIdem {
+		if r.seq <= seq {
+			delete(m.recentIdem, k)
+		}
+	}
 }
 
 // NewMachine returns a machine over st, the state replayed from a journal
@@ -97,9 +149,22 @@ func NewMachine(cfg Config, st *replay.State) *Machine {
 	if cfg.Workers < 1 {
 		cfg.Workers = 1
 	}
-	m := &Machine{cfg: cfg, st: st, x: newIndex(), nextSeq: st.LastSeq + 1}
+	m := &Machine{cfg: cfg, st: st, x: newIndex(), nextSeq: st.LastSeq + 1,
+		waiters: make(map[string][]string), handling: make(map[uint64]bool),
+		recent: make(map[string]recentWorkflow), recentIdem: make(map[string]recentIdem)}
 	for _, id := range st.JobIDs() {
 		m.place(st.Jobs[id])
+	}
+	for _, id := range st.WorkflowIDs() {
+		w := st.Workflows[id]
+		if w.DelayFireAt != 0 {
+			m.armDelay(w)
+		}
+		if w.Wait != nil {
+			for _, dep := range w.Wait.Workflows {
+				m.waiters[dep] = append(m.waiters[dep], w.ID)
+			}
+		}
 	}
 	return m
 }
@@ -205,14 +270,30 @@ func (m *Machine) Unpark(handler string) {
 // NextTimer returns the earliest instant at which a delayed job becomes
 // available, if any. The runner arms one real timer for it.
 func (m *Machine) NextTimer() (time.Time, bool) {
+	var next int64
+	ok := false
 	for m.x.delayed.Len() > 0 {
 		e := m.x.delayed[0]
 		if m.x.valid(e) {
-			return time.Unix(0, e.at), true
+			next, ok = e.at, true
+			break
 		}
 		heap.Pop(&m.x.delayed)
 	}
-	return time.Time{}, false
+	for m.x.delays.Len() > 0 {
+		e := m.x.delays[0]
+		if _, valid := m.delayValid(e); valid {
+			if !ok || e.at < next {
+				next, ok = e.at, true
+			}
+			break
+		}
+		heap.Pop(&m.x.delays)
+	}
+	if !ok {
+		return time.Time{}, false
+	}
+	return time.Unix(0, next), true
 }
 
 // promote moves every delayed job due at now to its queue's ready heap,
@@ -262,6 +343,7 @@ func (m *Machine) Dispatch(now time.Time) Decision {
 	if !m.recovered {
 		return d
 	}
+	m.fireDelays(&d, now)
 	m.promote(now)
 	for _, q := range m.queues() {
 		if m.inflight >= m.cfg.Workers {
@@ -276,7 +358,12 @@ func (m *Machine) Dispatch(now time.Time) Decision {
 			if !m.x.valid(e) {
 				continue
 			}
-			m.start(&d, now, m.st.Jobs[e.id])
+			j := m.st.Jobs[e.id]
+			if !m.eligible(j) {
+				m.x.held[j.WorkflowID] = append(m.x.held[j.WorkflowID], j.ID)
+				continue
+			}
+			m.start(&d, now, j)
 		}
 	}
 	return d
@@ -293,5 +380,10 @@ func (m *Machine) start(d *Decision, now time.Time, j *replay.Job) {
 		StartAt: b.S.UnixNano(), HardAt: b.H.UnixNano(), NormalAt: b.P.UnixNano(),
 	})
 	m.inflight++
-	d.Starts = append(d.Starts, Start{Token: tok, Job: *m.st.Jobs[j.ID], S: b.S, H: b.H, P: b.P})
+	st := Start{Token: tok, Job: *m.st.Jobs[j.ID], S: b.S, H: b.H, P: b.P}
+	if w := m.st.Workflows[j.WorkflowID]; w != nil {
+		st.State, _ = replay.PublicState(w.State) // WF-3: a copy of the public state
+		st.WorkflowName = w.Name
+	}
+	d.Starts = append(d.Starts, st)
 }

@@ -14,6 +14,7 @@ type entry struct {
 	priority uint8
 	seq      uint64 // enqueue seq
 	at       int64  // available at
+	step     int32  // a Delay step's index
 }
 
 // readyHeap orders jobs for start: higher priority first, then lower
@@ -63,10 +64,13 @@ type index struct {
 	ready   map[string]*readyHeap // by queue
 	delayed timerHeap
 	parked  map[string][]string // by handler: jobs whose handler is not registered
+	held    map[string][]string // by workflow: jobs of workflows not running
+	delays  timerHeap           // Delay steps of workflows
 }
 
 func newIndex() *index {
-	return &index{gen: make(map[string]uint64), ready: make(map[string]*readyHeap), parked: make(map[string][]string)}
+	return &index{gen: make(map[string]uint64), ready: make(map[string]*readyHeap),
+		parked: make(map[string][]string), held: make(map[string][]string)}
 }
 
 // touch invalidates every heap entry of job id.

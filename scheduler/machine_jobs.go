@@ -128,6 +128,12 @@ func (m *Machine) Settle(now time.Time, res Result) (Decision, error) {
 	if !res.ReasonAt.IsZero() {
 		out.ReasonAt = res.ReasonAt.UnixNano()
 	}
+	var w *replay.Workflow
+	live := false
+	if j.WorkflowID != "" {
+		w = m.st.Workflows[j.WorkflowID]
+		live = w != nil && w.Step == j.Step && (w.Status == replay.WorkflowRunning || w.Status == replay.WorkflowPaused)
+	}
 	f := res.Failure
 	if f == nil {
 		summary := replay.Summarize(j)
@@ -141,14 +147,30 @@ func (m *Machine) Settle(now time.Time, res Result) (Decision, error) {
 		for _, fu := range res.FollowUps {
 			m.enqueue(&d, now, fu)
 		}
+		if live {
+			m.stepSucceeded(&d, now, w)
+		}
 		return d, nil
 	}
 	out.Code, out.Error, out.Class, out.Stack = f.Code, f.Message, f.Class.String(), f.Stack
 	switch {
 	case f.Release:
 		m.emit(&d, j.Stream, &record.AttemptReleased{Outcome: out, AvailableAt: now.UnixNano()})
+	case j.WorkflowID != "" && !live:
+		// WF-20, WD-9: the workflow moved on; a failure is buried with the
+		// workflow's error instead of being retried.
+		out.Error = workflowError(w)
+		m.emit(&d, j.Stream, &record.AttemptBuried{Outcome: out})
+	case live && w.DeadlineAt != 0 && !now.Before(time.Unix(0, w.DeadlineAt)):
+		// WD-7: a step failing at or after deadline_at is not retried.
+		out.Code, out.Error = CodeDeadlineExceeded, MsgDeadlineExceeded
+		m.emit(&d, j.Stream, &record.AttemptBuried{Outcome: out})
+		m.expire(&d, now, w, DetectedByStepBoundary)
 	case f.Class == Permanent || j.Consumed >= j.Retry.MaxAttempts:
 		m.emit(&d, j.Stream, &record.AttemptBuried{Outcome: out})
+		if live {
+			m.fail(&d, now, w, f.Message) // WF-20
+		}
 	default:
 		delay := retryDelay(j.Retry, j.Consumed, m.cfg.PickFunc)
 		m.emit(&d, j.Stream, &record.AttemptRetryScheduled{
@@ -156,6 +178,32 @@ func (m *Machine) Settle(now time.Time, res Result) (Decision, error) {
 		})
 	}
 	return d, nil
+}
+
+// stepSucceeded completes the current step of w once every branch of it
+// has succeeded (WF-3, WF-4).
+func (m *Machine) stepSucceeded(d *Decision, now time.Time, w *replay.Workflow) {
+	def := m.def(w.Name)
+	if def == nil || int(w.Step) >= len(def.Steps) {
+		return
+	}
+	for i := range def.Steps[w.Step].Handlers {
+		if !branchDone(w, int32(i)) {
+			return
+		}
+	}
+	m.completeStep(d, now, w, mergeBranches(w), nil)
+}
+
+// workflowError is the error a late step failure is buried with (WF-20).
+func workflowError(w *replay.Workflow) string {
+	switch {
+	case w == nil:
+		return "workflow ended"
+	case w.Error != "":
+		return w.Error
+	}
+	return "workflow is " + w.Status.String()
 }
 
 // Bury decides a job_buried for a pending job (JB-6).
@@ -182,6 +230,9 @@ func (m *Machine) Requeue(now time.Time, id string) (Decision, error) {
 	if j.Status != replay.JobBuried {
 		return d, fmt.Errorf("%w: job %s is %s, only a buried job can be retried", ErrState, id, j.Status)
 	}
+	if j.WorkflowID != "" && !m.eligible(j) {
+		return d, fmt.Errorf("%w: job %s is a step of workflow %s, which is not running: retry the workflow", ErrState, id, j.WorkflowID)
+	}
 	m.emit(&d, j.Stream, &record.JobRequeued{JobID: id, AvailableAt: now.UnixNano()})
 	return d, nil
 }
@@ -193,7 +244,7 @@ func (m *Machine) RequeueBuried(now time.Time, queue string) (Decision, int) {
 	var ids []*replay.Job
 	for _, id := range m.st.JobIDs() {
 		j := m.st.Jobs[id]
-		if j.Status == replay.JobBuried && j.Queue == queue && j.WorkflowID == "" {
+		if j.Status == replay.JobBuried && j.Queue == queue && m.eligible(j) {
 			ids = append(ids, j)
 		}
 	}

@@ -30,17 +30,19 @@ func TestJB1_EnqueueDecidesOneJobEnqueued(t *testing.T) {
 	if j := b.job(id); j.Status != replay.JobPending || j.EnqueueSeq != 1 {
 		t.Fatalf("job = %+v", j)
 	}
+	b.replayed()
 	// A step job lives on its workflow's stream.
+	w := setup(t, []record.Record{{Seq: 1, Stream: "wf_1", Body: &record.WorkflowStarted{WorkflowID: "wf_1", Name: "wf", Steps: 5}}})
 	s := req("step")
 	s.WorkflowID, s.Step, s.Branch = "wf_1", 3, 1
-	sid := b.enqueue(t0, s)
-	if rec := b.recs[1]; rec.Stream != "wf_1" || rec.Body.(*record.JobEnqueued).Step != 3 {
+	sid := w.enqueue(t0, s)
+	if rec := w.recs[0]; rec.Stream != "wf_1" || rec.Body.(*record.JobEnqueued).Step != 3 {
 		t.Fatalf("step job record = %+v", rec)
 	}
-	if j := b.job(sid); j.Stream != "wf_1" || j.WorkflowID != "wf_1" || j.Branch != 1 {
+	if j := w.job(sid); j.Stream != "wf_1" || j.WorkflowID != "wf_1" || j.Branch != 1 {
 		t.Fatalf("step job = %+v", j)
 	}
-	b.replayed()
+	w.replayed()
 }
 
 func TestRL1_DispatchStartsNothingBeforeRecover(t *testing.T) {
@@ -411,7 +413,7 @@ func TestJB6_Bury(t *testing.T) {
 
 func TestJB7_RequeueAndRequeueBuried(t *testing.T) {
 	t.Parallel()
-	b := setup(t, nil, workers(10))
+	b := setup(t, []record.Record{{Seq: 1, Stream: "wf_1", Body: &record.WorkflowStarted{WorkflowID: "wf_1", Name: "wf", Steps: 5}}}, workers(10))
 	b.recover(t0)
 	var jobs []string
 	for _, q := range []string{"q", "other", "q", "q", "q"} {

@@ -67,6 +67,22 @@ type RunnerConfig struct {
 	// st past its return.
 	SnapshotEvery uint64
 	SnapshotFunc  func(st *replay.State)
+	// DeadlineFunc runs an on-deadline handler (WD-10) and returns its
+	// outcome (HandlerOK, HandlerFailed, HandlerPanicked or
+	// HandlerNotRegistered) and, unless ok, a message for the debug record.
+	// ctx is cancelled at the handler's deadline.
+	DeadlineFunc func(ctx context.Context, run DeadlineRun) (outcome, msg string)
+	// HandlerTimeout bounds an on-deadline handler (DeliveryTimeout).
+	HandlerTimeout time.Duration
+	// DeadlineCheckInterval is the period of the workflow deadline check
+	// (WD-6), once enabled with EnableDeadlineChecks.
+	DeadlineCheckInterval time.Duration
+}
+
+type handlerDone struct {
+	run     DeadlineRun
+	outcome string
+	msg     string
 }
 
 type reply struct {
@@ -137,6 +153,7 @@ type Runner struct {
 
 	ops      chan op
 	results  chan Result
+	hdone    chan handlerDone
 	commitCh chan *batch
 	acks     chan ack
 	stopCh   chan struct{}
@@ -155,6 +172,8 @@ type Runner struct {
 	timerAt    time.Time
 	dispatch   bool
 	lastSnap   uint64
+	handlers   map[uint64]context.CancelFunc // running on-deadline handlers by expiry
+	checkAt    time.Time                     // next deadline check, zero when off
 	drainWait  []chan struct{}
 	idleWait   []chan struct{}
 	execWG     sync.WaitGroup
@@ -166,11 +185,13 @@ func NewRunner(cfg RunnerConfig, m *Machine) *Runner {
 		cfg: cfg, m: m,
 		ops:      make(chan op),
 		results:  make(chan Result, 64),
+		hdone:    make(chan handlerDone, 16),
 		commitCh: make(chan *batch, 1),
 		acks:     make(chan ack, 1),
 		stopCh:   make(chan struct{}),
 		loopDone: make(chan struct{}),
 		attempts: make(map[uint64]*attempt),
+		handlers: make(map[uint64]context.CancelFunc),
 		lastSnap: m.State().LastSeq,
 	}
 }
@@ -301,6 +322,9 @@ func (r *Runner) loop() {
 			r.enqueue(d, o.done)
 		case res := <-r.results:
 			r.settle(res)
+		case h := <-r.hdone:
+			delete(r.handlers, h.run.Expiry)
+			r.enqueue(r.m.DeadlineHandlerDone(h.run, h.outcome, h.msg), nil)
 		case a := <-r.acks:
 			if !r.acked(a) {
 				return
@@ -318,6 +342,9 @@ func (r *Runner) loop() {
 // enqueue adds a decision to the pending batches; done (if not nil) is
 // answered when it is acknowledged.
 func (r *Runner) enqueue(d Decision, done chan error) {
+	if d.Empty() && done == nil {
+		return
+	}
 	if d.Empty() {
 		switch {
 		case len(r.pending) > 0:
@@ -351,7 +378,16 @@ func (r *Runner) enqueue(d Decision, done chan error) {
 func (r *Runner) step() {
 	now := r.cfg.Clock.Now()
 	if r.dispatch {
+		if !r.checkAt.IsZero() && !now.Before(r.checkAt) {
+			// WD-6: checks never overlap: this one is decided in full before
+			// the next is scheduled, one interval later.
+			r.enqueue(r.m.CheckDeadlines(now), nil)
+			r.checkAt = now.Add(r.cfg.DeadlineCheckInterval)
+		}
 		if d := r.m.Dispatch(now); !d.Empty() {
+			r.enqueue(d, nil)
+		}
+		if d := r.m.StartDeadlineHandlers(); !d.Empty() {
 			r.enqueue(d, nil)
 		}
 	}
@@ -411,7 +447,7 @@ func (r *Runner) WaitIdle(ctx context.Context) error {
 }
 
 func (r *Runner) checkIdle() {
-	if len(r.idleWait) == 0 || len(r.attempts) > 0 || r.committing != nil || len(r.pending) > 0 {
+	if len(r.idleWait) == 0 || len(r.attempts) > 0 || len(r.handlers) > 0 || r.committing != nil || len(r.pending) > 0 {
 		return
 	}
 	for _, w := range r.idleWait {
@@ -421,7 +457,7 @@ func (r *Runner) checkIdle() {
 }
 
 func (r *Runner) checkDrained() {
-	if len(r.drainWait) == 0 || len(r.attempts) > 0 || r.committing != nil || len(r.pending) > 0 {
+	if len(r.drainWait) == 0 || len(r.attempts) > 0 || len(r.handlers) > 0 || r.committing != nil || len(r.pending) > 0 {
 		return
 	}
 	for _, w := range r.drainWait {
@@ -451,8 +487,14 @@ func (r *Runner) acked(a ack) bool {
 		}
 		return false
 	}
+	if n := len(a.b.d.Records); n > 0 {
+		r.m.Acked(a.b.d.Records[n-1].Seq)
+	}
 	for _, st := range a.b.d.Starts {
 		r.launch(st)
+	}
+	for _, run := range a.b.d.DeadlineRuns {
+		r.launchHandler(run)
 	}
 	for _, c := range a.b.replies {
 		c <- nil
@@ -477,6 +519,45 @@ func (r *Runner) launch(st Start) {
 		case <-r.loopDone:
 		}
 	}()
+}
+
+// launchHandler runs an on-deadline handler whose start is acknowledged,
+// on its own goroutine (WD-10).
+func (r *Runner) launchHandler(run DeadlineRun) {
+	ctx, cancel := newAttemptContext(context.Background(), r.cfg.Clock.Now().Add(r.cfg.HandlerTimeout))
+	r.handlers[run.Expiry] = func() { cancel(&CancelReason{Reason: ReasonDeliveryTimeout, At: r.cfg.Clock.Now()}) }
+	heap.Push(&r.events, event{at: r.cfg.Clock.Now().Add(r.cfg.HandlerTimeout).UnixNano(), token: run.Expiry, kind: 3})
+	r.execWG.Add(1)
+	go func() {
+		defer r.execWG.Done()
+		outcome, msg := HandlerNotRegistered, "no deadline handler runner"
+		if r.cfg.DeadlineFunc != nil {
+			outcome, msg = r.cfg.DeadlineFunc(ctx, run)
+		}
+		cancel(nil)
+		select {
+		case r.hdone <- handlerDone{run: run, outcome: outcome, msg: msg}:
+		case <-r.loopDone:
+		}
+	}()
+}
+
+// EnableDeadlineChecks starts the periodic workflow deadline check of the
+// long-running mode (WD-6): one check at once, then one every
+// DeadlineCheckInterval. Run-once mode never enables it.
+func (r *Runner) EnableDeadlineChecks(ctx context.Context) error {
+	return r.Submit(ctx, func(m *Machine, now time.Time) (Decision, error) {
+		r.checkAt = now
+		return Decision{}, nil
+	})
+}
+
+// DisableDeadlineChecks stops the periodic check (shutdown phase 1, SD-12).
+func (r *Runner) DisableDeadlineChecks(ctx context.Context) error {
+	return r.Submit(ctx, func(m *Machine, now time.Time) (Decision, error) {
+		r.checkAt = time.Time{}
+		return Decision{}, nil
+	})
 }
 
 // settle decides the settlement of a returned attempt. A result whose
@@ -506,6 +587,12 @@ func (r *Runner) fire() {
 	n := now.UnixNano()
 	for r.events.Len() > 0 && r.events[0].at <= n {
 		e := heap.Pop(&r.events).(event)
+		if e.kind == 3 { // an on-deadline handler's deadline
+			if cancel, ok := r.handlers[e.token]; ok {
+				cancel()
+			}
+			continue
+		}
 		at, ok := r.attempts[e.token]
 		if !ok {
 			continue
@@ -538,6 +625,9 @@ func (r *Runner) fire() {
 // timers and the attempts' deadlines.
 func (r *Runner) arm(now time.Time) {
 	next, ok := r.m.NextTimer()
+	if !r.checkAt.IsZero() && r.dispatch && (!ok || r.checkAt.Before(next)) {
+		next, ok = r.checkAt, true
+	}
 	if r.events.Len() > 0 {
 		e := time.Unix(0, r.events[0].at)
 		if !ok || e.Before(next) {

@@ -211,6 +211,7 @@ type WorkflowFailed struct {
 	WorkflowID string `msgpack:"workflow_id"`
 	Step       int32  `msgpack:"step"`
 	Error      string `msgpack:"error"`
+	At         int64  `msgpack:"at"` // the failed-at instant (WF-21)
 }
 
 // WorkflowCancelled cancels a workflow (WF-17).
@@ -230,6 +231,9 @@ type WorkflowDeadlineExceeded struct {
 	DeadlineAt int64  `msgpack:"deadline_at"`
 	DetectedAt int64  `msgpack:"detected_at"`
 	DetectedBy string `msgpack:"detected_by"`
+	// Handler names the on-deadline handler this expiry obliges to run
+	// (WD-10); empty when the workflow has none.
+	Handler string `msgpack:"handler,omitempty"`
 }
 
 // DeadlineHandlerStarted is appended before an on-deadline handler runs

@@ -1,0 +1,447 @@
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/quire-dev/quire/deadlines"
+	"github.com/quire-dev/quire/journal/record"
+	"github.com/quire-dev/quire/scheduler"
+)
+
+// State is a workflow's state: string keys to msgpack-encodable values.
+// Keys starting with "_" are private: stored, never shown or passed on
+// (WF-12).
+type State map[string]any
+
+// StepFunc is the handler of a Then or Parallel step: it receives a copy of
+// the workflow's public state and returns the keys to merge into it (WF-3),
+// or an error (a [Permanent] one fails the step at once, others are
+// retried). Output keys starting with "_" are dropped.
+type StepFunc func(ctx context.Context, d *Delivery, state State) (State, error)
+
+// DeadlineFunc is an on-deadline handler (WD-10): it receives the public
+// state as of the expiry. Its error or panic is recorded and swallowed.
+// It may run more than once across crashes, so it should be idempotent.
+type DeadlineFunc func(ctx context.Context, state State) error
+
+// WaitMode says when a WaitForWorkflows step completes (WF-7).
+type WaitMode struct {
+	mode   string
+	quorum int
+}
+
+// All completes when every workflow completed; it fails as soon as one
+// failed or was cancelled. It is the default.
+func All() WaitMode { return WaitMode{mode: scheduler.ModeAll} }
+
+// Any completes on the first completion and fails only when all ended and
+// none completed.
+func Any() WaitMode { return WaitMode{mode: scheduler.ModeAny} }
+
+// Quorum completes at n completions and fails once n is out of reach;
+// 1 <= n <= the number of workflows.
+func Quorum(n int) WaitMode { return WaitMode{mode: scheduler.ModeQuorum, quorum: n} }
+
+// WorkflowError reports an invalid workflow definition: Workflow names it,
+// Step the step (or "" for a workflow option), Option the method.
+type WorkflowError struct {
+	Workflow string
+	Step     string
+	Option   string
+	Reason   string
+}
+
+func (e *WorkflowError) Error() string {
+	where := "workflow " + strconv.Quote(e.Workflow)
+	if e.Step != "" {
+		where += " step " + strconv.Quote(e.Step)
+	}
+	if e.Option != "" {
+		where += " " + e.Option
+	}
+	return "quire: " + where + ": " + e.Reason
+}
+
+// Is makes every WorkflowError match [ErrInvalidOption].
+func (e *WorkflowError) Is(target error) bool { return target == ErrInvalidOption }
+
+type stepSpec struct {
+	kind      scheduler.StepKind
+	name      string
+	fns       []StepFunc
+	delay     time.Duration
+	signals   []string
+	mode      string
+	quorum    int
+	ids       []string
+	fromKey   string
+	resultKey string
+	sub       string
+	opts      []JobOption
+}
+
+// Workflow is a workflow definition under construction (WF-2). Build it
+// with [NewWorkflow] and its methods, then [Engine.Register] it. The first
+// invalid call is remembered and returned by Register, naming the step or
+// option.
+type Workflow struct {
+	name        string
+	steps       []stepSpec
+	queue       *string
+	priority    *Priority
+	maxAttempts *int
+	deadline    time.Duration
+	onDeadline  string
+	err         error
+}
+
+// NewWorkflow starts the definition of a workflow registered under name.
+func NewWorkflow(name string) *Workflow {
+	w := &Workflow{name: name}
+	if err := validateName(name); err != nil {
+		w.fail("", "NewWorkflow", err.Error())
+	}
+	return w
+}
+
+func (w *Workflow) fail(step, option, reason string) {
+	if w.err == nil {
+		w.err = &WorkflowError{Workflow: w.name, Step: step, Option: option, Reason: reason}
+	}
+}
+
+func (w *Workflow) add(s stepSpec, option string) *Workflow {
+	if s.name == "" {
+		s.name = strconv.Itoa(len(w.steps))
+	}
+	for _, o := range w.steps {
+		if o.name == s.name {
+			w.fail(s.name, option, "duplicate step name")
+		}
+	}
+	w.steps = append(w.steps, s)
+	return w
+}
+
+// Then adds a step that runs fn as a job (WF-3). An empty name names the
+// step by its index. opts set the step's job options (WF-22).
+func (w *Workflow) Then(name string, fn StepFunc, opts ...JobOption) *Workflow {
+	if fn == nil {
+		w.fail(name, "Then", "step func is nil")
+	}
+	return w.add(stepSpec{kind: scheduler.StepThen, name: name, fns: []StepFunc{fn}, opts: opts}, "Then")
+}
+
+// Parallel adds a step that runs every fn as its own job at once; it
+// completes when all succeeded, their outputs merged in the journal order
+// of their successes (WF-4).
+func (w *Workflow) Parallel(name string, fns ...StepFunc) *Workflow {
+	if len(fns) == 0 {
+		w.fail(name, "Parallel", "needs at least one branch")
+	}
+	for i, fn := range fns {
+		if fn == nil {
+			w.fail(name, "Parallel", fmt.Sprintf("branch %d func is nil", i))
+		}
+	}
+	return w.add(stepSpec{kind: scheduler.StepParallel, name: name, fns: fns}, "Parallel")
+}
+
+// Delay adds a durable delay of d (WF-5), named delay_0, delay_1, ... by
+// its rank among delays. d must be > 0. Delays count against the deadline.
+func (w *Workflow) Delay(d time.Duration) *Workflow {
+	rank := 0
+	for _, s := range w.steps {
+		if s.kind == scheduler.StepDelay {
+			rank++
+		}
+	}
+	name := "delay_" + strconv.Itoa(rank)
+	if d <= 0 {
+		w.fail(name, "Delay", fmt.Sprintf("duration must be > 0, got %v", d))
+	}
+	return w.add(stepSpec{kind: scheduler.StepDelay, name: name, delay: d}, "Delay")
+}
+
+// WaitForSignal adds a step that waits for a signal of each name (WF-6):
+// all of them, one stored signal each, oldest first. A signal sent before
+// the step is reached satisfies it. Payload public keys merge into the
+// state, or under the key given to [Workflow.Into].
+func (w *Workflow) WaitForSignal(names ...string) *Workflow {
+	return w.waitSignal("WaitForSignal", scheduler.ModeAll, names)
+}
+
+// WaitForAnySignal is WaitForSignal satisfied by the first signal of any
+// of the names.
+func (w *Workflow) WaitForAnySignal(names ...string) *Workflow {
+	return w.waitSignal("WaitForAnySignal", scheduler.ModeAny, names)
+}
+
+func (w *Workflow) waitSignal(option, mode string, names []string) *Workflow {
+	name := "wait_" + strconv.Itoa(len(w.steps))
+	if len(names) == 0 {
+		w.fail(name, option, "needs at least one signal name")
+	}
+	for _, n := range names {
+		if err := validateName(n); err != nil {
+			w.fail(name, option, "signal name "+strconv.Quote(n)+" "+err.Error())
+		}
+	}
+	return w.add(stepSpec{kind: scheduler.StepSignal, name: name, signals: names, mode: mode}, option)
+}
+
+// WaitForWorkflows adds a step that waits for the workflows ids (WF-7).
+func (w *Workflow) WaitForWorkflows(mode WaitMode, ids ...string) *Workflow {
+	name := "wait_" + strconv.Itoa(len(w.steps))
+	if len(ids) == 0 {
+		w.fail(name, "WaitForWorkflows", "needs at least one workflow id")
+	}
+	w.checkMode(name, mode, len(ids))
+	return w.add(stepSpec{kind: scheduler.StepWorkflows, name: name, mode: mode.mode, quorum: mode.quorum, ids: ids}, "WaitForWorkflows")
+}
+
+// WaitForWorkflowsIn is WaitForWorkflows with the ids read, on entry, from
+// the public state key stateKey (a list of strings).
+func (w *Workflow) WaitForWorkflowsIn(mode WaitMode, stateKey string) *Workflow {
+	name := "wait_" + strconv.Itoa(len(w.steps))
+	if stateKey == "" || !isPublic(stateKey) {
+		w.fail(name, "WaitForWorkflowsIn", "state key must be a public key, got "+strconv.Quote(stateKey))
+	}
+	w.checkMode(name, mode, -1)
+	return w.add(stepSpec{kind: scheduler.StepWorkflows, name: name, mode: mode.mode, quorum: mode.quorum, fromKey: stateKey}, "WaitForWorkflowsIn")
+}
+
+func (w *Workflow) checkMode(step string, mode WaitMode, n int) {
+	switch mode.mode {
+	case scheduler.ModeAll, scheduler.ModeAny:
+	case scheduler.ModeQuorum:
+		if mode.quorum < 1 || (n >= 0 && mode.quorum > n) {
+			w.fail(step, "Quorum", fmt.Sprintf("must be 1..%d, got %d", max(n, 1), mode.quorum))
+		}
+	default:
+		w.fail(step, "WaitMode", "use All(), Any() or Quorum(n)")
+	}
+}
+
+// Into stores the result of the last wait step under key instead of
+// merging it: a signal's public payload, or for WaitForWorkflows the map of
+// id to status and public state.
+func (w *Workflow) Into(key string) *Workflow {
+	if len(w.steps) == 0 {
+		w.fail("", "Into", "no step to apply it to")
+		return w
+	}
+	s := &w.steps[len(w.steps)-1]
+	if s.kind != scheduler.StepSignal && s.kind != scheduler.StepWorkflows {
+		w.fail(s.name, "Into", "applies only to a wait step")
+	}
+	if key == "" || !isPublic(key) {
+		w.fail(s.name, "Into", "result key must be a public key, got "+strconv.Quote(key))
+	}
+	s.resultKey = key
+	return w
+}
+
+// Named renames the last step (waits and delays get generated names).
+func (w *Workflow) Named(name string) *Workflow {
+	if len(w.steps) == 0 || name == "" {
+		w.fail(name, "Named", "needs a step and a name")
+		return w
+	}
+	for _, o := range w.steps[:len(w.steps)-1] {
+		if o.name == name {
+			w.fail(name, "Named", "duplicate step name")
+		}
+	}
+	w.steps[len(w.steps)-1].name = name
+	return w
+}
+
+// SubWorkflow adds a step that dispatches the registered workflow child
+// with the parent's public state, and completes when the child completes,
+// merging the child's public state (WF-8).
+func (w *Workflow) SubWorkflow(name, child string) *Workflow {
+	if err := validateName(child); err != nil {
+		w.fail(name, "SubWorkflow", "child workflow name "+err.Error())
+	}
+	return w.add(stepSpec{kind: scheduler.StepSub, name: name, sub: child}, "SubWorkflow")
+}
+
+// OnQueue sets the queue of every step job (default "default"; WF-22).
+func (w *Workflow) OnQueue(q string) *Workflow {
+	if err := validateName(q); err != nil {
+		w.fail("", "OnQueue", err.Error())
+	}
+	w.queue = &q
+	return w
+}
+
+// WithPriority sets the priority of every step job (default Low; WF-22).
+func (w *Workflow) WithPriority(p Priority) *Workflow {
+	if p > Urgent {
+		w.fail("", "WithPriority", fmt.Sprintf("must be Low..Urgent, got %d", p))
+	}
+	w.priority = &p
+	return w
+}
+
+// MaxAttempts sets the attempts of every step job (default 3; WF-22).
+func (w *Workflow) MaxAttempts(n int) *Workflow {
+	if err := deadlines.ValidateMaxAttempts(n); err != nil {
+		w.fail("", "MaxAttempts", err.Error())
+	}
+	w.maxAttempts = &n
+	return w
+}
+
+// MustCompleteWithin sets the workflow's deadline: deadline_at = dispatch +
+// d, fixed at dispatch (WD-1, WD-3). d must be > 0; a second call replaces
+// the first.
+func (w *Workflow) MustCompleteWithin(d time.Duration) *Workflow {
+	if d <= 0 {
+		w.fail("", "MustCompleteWithin", fmt.Sprintf("duration must be > 0, got %v", d))
+	}
+	w.deadline = d
+	return w
+}
+
+// OnDeadline names the registered deadline handler to run after the
+// workflow expires (WD-2, WD-10); see [HandleDeadline].
+func (w *Workflow) OnDeadline(name string) *Workflow {
+	if err := validateName(name); err != nil {
+		w.fail("", "OnDeadline", err.Error())
+	}
+	w.onDeadline = name
+	return w
+}
+
+func isPublic(k string) bool { return len(k) > 0 && k[0] != '_' }
+
+// stepHandlerName is the handler name a step's job is enqueued for.
+func stepHandlerName(workflow, step string, branch, branches int) string {
+	if branches == 1 {
+		return workflow + "/" + step
+	}
+	return workflow + "/" + step + "#" + strconv.Itoa(branch)
+}
+
+// Register validates and registers a workflow definition (WF-2): its step
+// handlers, its options and its deadline handler, which must be registered
+// first, like any sub-workflow it names. Nothing is appended.
+func (e *Engine) Register(w *Workflow) error {
+	if err := e.admit(); err != nil {
+		return err
+	}
+	if w == nil {
+		return &WorkflowError{Option: "Register", Reason: "workflow is nil"}
+	}
+	if w.err != nil {
+		return w.err
+	}
+	if len(w.steps) == 0 {
+		return &WorkflowError{Workflow: w.name, Option: "Register", Reason: "a workflow needs at least one step"}
+	}
+	if w.onDeadline != "" && e.deadlineHandler(w.onDeadline) == nil {
+		return &WorkflowError{Workflow: w.name, Option: "OnDeadline", Reason: fmt.Sprintf("deadline handler %q is not registered", w.onDeadline)}
+	}
+	def := &scheduler.WorkflowDef{Name: w.name, Deadline: w.deadline, OnDeadline: w.onDeadline}
+	var handlers []*handlerEntry
+	for _, s := range w.steps {
+		sd := scheduler.StepDef{Kind: s.kind, Name: s.name, Delay: s.delay, Signals: s.signals, Mode: s.mode,
+			IDs: s.ids, FromKey: s.fromKey, Quorum: s.quorum, ResultKey: s.resultKey, Sub: s.sub}
+		if s.kind == scheduler.StepSub && e.workflowDef(s.sub) == nil {
+			return &WorkflowError{Workflow: w.name, Step: s.name, Option: "SubWorkflow", Reason: fmt.Sprintf("workflow %q is not registered", s.sub)}
+		}
+		if len(s.fns) > 0 {
+			req, err := e.stepJob(w, s)
+			if err != nil {
+				return err
+			}
+			sd.Queue, sd.Priority, sd.Retry, sd.Timeout = req.Queue, req.Priority, req.Retry, req.DeliveryTimeout
+		}
+		for i, fn := range s.fns {
+			name := stepHandlerName(w.name, s.name, i, len(s.fns))
+			sd.Handlers = append(sd.Handlers, name)
+			handlers = append(handlers, e.stepHandler(name, fn))
+		}
+		def.Steps = append(def.Steps, sd)
+	}
+	hash, err := definitionHash(def)
+	if err != nil {
+		return &WorkflowError{Workflow: w.name, Option: "Register", Reason: err.Error()}
+	}
+	def.Hash = hash
+	if err := e.registerWorkflow(def, handlers); err != nil {
+		return err
+	}
+	return e.submit(context.Background(), func(m *scheduler.Machine, now time.Time) (scheduler.Decision, error) {
+		return m.WorkflowRegistered(now, def.Name), nil
+	})
+}
+
+// stepJob resolves a step's job options: the step's, then the workflow's,
+// then the engine's (WF-22).
+func (e *Engine) stepJob(w *Workflow, s stepSpec) (scheduler.EnqueueRequest, error) {
+	var layers []JobOption
+	if w.queue != nil {
+		layers = append(layers, OnQueue(*w.queue))
+	}
+	if w.priority != nil {
+		layers = append(layers, WithPriority(*w.priority))
+	}
+	if w.maxAttempts != nil {
+		layers = append(layers, MaxAttempts(*w.maxAttempts))
+	}
+	o, err := e.buildJobOptions(append(layers, s.opts...))
+	if err != nil {
+		var oe *OptionError
+		if errors.As(err, &oe) {
+			return scheduler.EnqueueRequest{}, &WorkflowError{Workflow: w.name, Step: s.name, Option: oe.Field, Reason: oe.Error()}
+		}
+		return scheduler.EnqueueRequest{}, err
+	}
+	return e.resolve(&handlerEntry{}, o), nil
+}
+
+// stepHandler wraps a StepFunc as a handler: state in, merged keys out.
+func (e *Engine) stepHandler(name string, fn StepFunc) *handlerEntry {
+	limit := e.opts.PayloadBytesMax
+	return &handlerEntry{name: name, step: true, call: func(ctx context.Context, d *Delivery, st scheduler.Start) ([]byte, error) {
+		in, err := decodeState(st.State)
+		if err != nil {
+			return nil, Permanent(CodePayloadDecodeFailed, err)
+		}
+		out, err := fn(ctx, d, in)
+		if err != nil {
+			return nil, err
+		}
+		b, err := encodeState(out)
+		if err != nil {
+			return nil, Permanent(CodeOutputInvalid, err)
+		}
+		if len(b) > limit {
+			return nil, Permanent(CodeOutputInvalid, fmt.Errorf("step output is %d bytes, limit %d (Options.PayloadBytesMax)", len(b), limit))
+		}
+		return b, nil
+	}}
+}
+
+// CodeOutputInvalid fails a step whose output cannot be stored.
+const CodeOutputInvalid = "STEP_OUTPUT_INVALID"
+
+// definitionHash is the SHA-256 of the canonical definition, deadline
+// fields included (WF-2).
+func definitionHash(def *scheduler.WorkflowDef) (string, error) {
+	b, err := record.EncodeValue(def)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}

@@ -1,0 +1,376 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/quire-dev/quire/replay"
+	"github.com/quire-dev/quire/scheduler"
+)
+
+func decodeState(b []byte) (State, error) {
+	m, err := replay.DecodeState(b)
+	return State(m), err
+}
+
+func encodeState(s State) ([]byte, error) {
+	if s == nil {
+		return nil, nil
+	}
+	return replay.EncodeState(map[string]any(s))
+}
+
+type deadlineEntry struct {
+	name string
+	fn   DeadlineFunc
+}
+
+// HandleDeadline registers an on-deadline handler under name, for
+// [Workflow.OnDeadline] (WD-2). It must be registered before the workflows
+// that name it.
+func HandleDeadline(e *Engine, name string, fn DeadlineFunc) error {
+	if err := validateName(name); err != nil {
+		return &NameError{Kind: "deadline handler", Name: name, Err: err}
+	}
+	if fn == nil {
+		return &NameError{Kind: "deadline handler", Name: name, Err: errors.New("handler func is nil")}
+	}
+	if err := e.admit(); err != nil {
+		return err
+	}
+	e.hmu.Lock()
+	defer e.hmu.Unlock()
+	if _, dup := e.deadlineHandlers[name]; dup {
+		return &NameError{Kind: "deadline handler", Name: name, Err: ErrDuplicate}
+	}
+	e.deadlineHandlers[name] = &deadlineEntry{name: name, fn: fn}
+	return nil
+}
+
+func (e *Engine) deadlineHandler(name string) *deadlineEntry {
+	e.hmu.RLock()
+	defer e.hmu.RUnlock()
+	return e.deadlineHandlers[name]
+}
+
+func (e *Engine) workflowDef(name string) *scheduler.WorkflowDef {
+	e.hmu.RLock()
+	defer e.hmu.RUnlock()
+	return e.workflows[name]
+}
+
+func (e *Engine) registerWorkflow(def *scheduler.WorkflowDef, handlers []*handlerEntry) error {
+	e.hmu.Lock()
+	if _, dup := e.workflows[def.Name]; dup {
+		e.hmu.Unlock()
+		return &NameError{Kind: "workflow", Name: def.Name, Err: ErrDuplicate}
+	}
+	for _, h := range handlers {
+		if _, dup := e.handlers[h.name]; dup {
+			e.hmu.Unlock()
+			return &NameError{Kind: "handler", Name: h.name, Err: ErrDuplicate}
+		}
+	}
+	e.workflows[def.Name] = def
+	for _, h := range handlers {
+		e.handlers[h.name] = h
+	}
+	e.hmu.Unlock()
+	for _, h := range handlers {
+		name := h.name
+		if err := e.submit(context.Background(), func(m *scheduler.Machine, now time.Time) (scheduler.Decision, error) {
+			m.Unpark(name)
+			return scheduler.Decision{}, nil
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runDeadline runs an on-deadline handler (WD-10): errors and panics are
+// recovered and reported as the outcome, never propagated.
+func (e *Engine) runDeadline(ctx context.Context, run scheduler.DeadlineRun) (outcome, msg string) {
+	h := e.deadlineHandler(run.Handler)
+	if h == nil {
+		return scheduler.HandlerNotRegistered, fmt.Sprintf("deadline handler %q is not registered", run.Handler)
+	}
+	state, err := decodeState(run.State)
+	if err != nil {
+		return scheduler.HandlerFailed, err.Error()
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			outcome, msg = scheduler.HandlerPanicked, fmt.Sprintf("%v\n%s", p, debug.Stack())
+		}
+	}()
+	if err := h.fn(ctx, state); err != nil {
+		return scheduler.HandlerFailed, err.Error()
+	}
+	return scheduler.HandlerOK, ""
+}
+
+// DispatchOption sets an option of one dispatch.
+type DispatchOption func(*dispatchOptions)
+
+type dispatchOptions struct {
+	idempotencyKey string
+}
+
+// IdempotencyKey makes the dispatch idempotent: a key used before returns
+// the original workflow's id and appends nothing (WF-14).
+func IdempotencyKey(k string) DispatchOption {
+	return func(o *dispatchOptions) { o.idempotencyKey = k }
+}
+
+// Dispatch starts a workflow of the registered name with an initial state
+// (WF-13) and returns its id once workflow_started and the first step's
+// entry are synced. With MustCompleteWithin, deadline_at is fixed now
+// (WD-3).
+func (e *Engine) Dispatch(ctx context.Context, name string, state State, opts ...DispatchOption) (string, error) {
+	if err := e.admit(); err != nil {
+		return "", err
+	}
+	if e.workflowDef(name) == nil {
+		return "", &NameError{Kind: "workflow", Name: name, Err: ErrNotFound}
+	}
+	var o dispatchOptions
+	for _, opt := range opts {
+		if opt == nil {
+			return "", &OptionError{Field: "DispatchOption", Reason: "must not be nil"}
+		}
+		opt(&o)
+	}
+	if len(o.idempotencyKey) > NameBytesMax*2 {
+		return "", &OptionError{Field: "IdempotencyKey", Value: o.idempotencyKey, Reason: fmt.Sprintf("is longer than %d bytes", NameBytesMax*2)}
+	}
+	b, err := e.encodeUserState("state", state)
+	if err != nil {
+		return "", err
+	}
+	var id string
+	err = e.submit(ctx, func(m *scheduler.Machine, now time.Time) (scheduler.Decision, error) {
+		d, wid, err := m.StartWorkflow(now, scheduler.DispatchRequest{Name: name, State: b, IdempotencyKey: o.idempotencyKey})
+		id = wid
+		return d, err
+	})
+	if err != nil {
+		return "", e.mapWorkflowErr(name, err)
+	}
+	return id, nil
+}
+
+func (e *Engine) encodeUserState(what string, s State) ([]byte, error) {
+	b, err := encodeState(s)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrInvalidPayload, what, err)
+	}
+	if len(b) > e.opts.PayloadBytesMax {
+		return nil, fmt.Errorf("%w: %s is %d bytes, limit %d (Options.PayloadBytesMax)", ErrInvalidPayload, what, len(b), e.opts.PayloadBytesMax)
+	}
+	return b, nil
+}
+
+// Signal sends a signal to workflow id (WF-19). It is stored whatever the
+// workflow's status, so a signal sent before its wait is reached satisfies
+// it later; a waiting workflow settles in the same append (WF-6). An
+// unknown, completed or cancelled workflow is refused.
+func (e *Engine) Signal(ctx context.Context, id, name string, payload State) error {
+	if err := e.admit(); err != nil {
+		return err
+	}
+	if err := validateName(name); err != nil {
+		return &NameError{Kind: "signal", Name: name, Err: err}
+	}
+	b, err := e.encodeUserState("signal payload", payload)
+	if err != nil {
+		return err
+	}
+	return e.mapWorkflowErr(id, e.submit(ctx, func(m *scheduler.Machine, now time.Time) (scheduler.Decision, error) {
+		return m.Signal(now, id, name, b)
+	}))
+}
+
+// PauseWorkflow pauses a running workflow (WF-15).
+func (e *Engine) PauseWorkflow(ctx context.Context, id string) error {
+	if err := e.live(); err != nil {
+		return err
+	}
+	return e.mapWorkflowErr(id, e.submit(ctx, func(m *scheduler.Machine, now time.Time) (scheduler.Decision, error) {
+		return m.Pause(id)
+	}))
+}
+
+// ResumeWorkflow resumes a paused workflow (WF-16).
+func (e *Engine) ResumeWorkflow(ctx context.Context, id string) error {
+	if err := e.admit(); err != nil {
+		return err
+	}
+	return e.mapWorkflowErr(id, e.submit(ctx, func(m *scheduler.Machine, now time.Time) (scheduler.Decision, error) {
+		return m.Resume(now, id)
+	}))
+}
+
+// CancelWorkflow cancels a running, paused, waiting or failed workflow
+// (WF-17). Running attempts are not interrupted; their results are
+// discarded. Children are not cancelled.
+func (e *Engine) CancelWorkflow(ctx context.Context, id string) error {
+	if err := e.live(); err != nil {
+		return err
+	}
+	return e.mapWorkflowErr(id, e.submit(ctx, func(m *scheduler.Machine, now time.Time) (scheduler.Decision, error) {
+		return m.Cancel(now, id)
+	}))
+}
+
+// RetryWorkflow retries a failed workflow: its current step is re-entered
+// with fresh attempts; deadline_at is unchanged (WF-18, WD-13).
+func (e *Engine) RetryWorkflow(ctx context.Context, id string) error {
+	if err := e.admit(); err != nil {
+		return err
+	}
+	return e.mapWorkflowErr(id, e.submit(ctx, func(m *scheduler.Machine, now time.Time) (scheduler.Decision, error) {
+		return m.RetryWorkflow(now, id)
+	}))
+}
+
+func (e *Engine) mapWorkflowErr(id string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, scheduler.ErrNotFound):
+		return &NameError{Kind: "workflow", Name: id, Err: fmt.Errorf("%w: %v", ErrNotFound, err)}
+	case errors.Is(err, scheduler.ErrState):
+		return fmt.Errorf("%w: %v", ErrState, err)
+	}
+	return err
+}
+
+// WorkflowStatus is a workflow's status (WF-9).
+type WorkflowStatus string
+
+// Workflow statuses.
+const (
+	WorkflowRunning          WorkflowStatus = "running"
+	WorkflowCompleted        WorkflowStatus = "completed"
+	WorkflowFailed           WorkflowStatus = "failed"
+	WorkflowPaused           WorkflowStatus = "paused"
+	WorkflowWaitingSignal    WorkflowStatus = "waiting_for_signal"
+	WorkflowWaitingWorkflows WorkflowStatus = "waiting_for_workflows"
+	WorkflowCancelled        WorkflowStatus = "cancelled"
+)
+
+// MessageDeadlineExceeded is the error of a workflow failed by its deadline.
+const MessageDeadlineExceeded = scheduler.MsgDeadlineExceeded
+
+// WorkflowInfo is the status of one workflow (WF-21).
+type WorkflowInfo struct {
+	ID             string
+	Name           string
+	Status         WorkflowStatus
+	Step           int    // current step index (== Steps once completed)
+	StepName       string // "" past the last step
+	Steps          int
+	State          State // public state
+	ParentID       string
+	ParentStep     int
+	WaitingFor     []string // signal names or workflow ids of the current wait
+	WaitMode       string
+	DelayUntil     time.Time // a pending Delay's fire instant
+	DeadlineAt     time.Time // zero without a deadline
+	Error          string
+	FailedAt       time.Time
+	IdempotencyKey string
+	DefinitionHash string
+	StartedAt      time.Time
+	// Attempts and Consumed are the current step's attempt counts, summed
+	// over its jobs.
+	Attempts int
+	Consumed int
+}
+
+func unixOrZero(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
+}
+
+// Workflow returns the status of workflow id (WF-21, WD-18). Completed and
+// cancelled workflows are read from the journal's terminal index.
+func (e *Engine) Workflow(ctx context.Context, id string) (WorkflowInfo, error) {
+	if err := e.live(); err != nil {
+		return WorkflowInfo{}, err
+	}
+	var (
+		info  WorkflowInfo
+		found bool
+	)
+	err := e.submit(ctx, func(m *scheduler.Machine, now time.Time) (scheduler.Decision, error) {
+		w, ok := m.State().Workflows[id]
+		if !ok {
+			return scheduler.Decision{}, nil
+		}
+		found = true
+		info = e.workflowInfo(m, w)
+		return scheduler.Decision{}, nil
+	})
+	if err != nil || found {
+		return info, err
+	}
+	b, ok, err := e.j.Index(id)
+	if err != nil {
+		return WorkflowInfo{}, fmt.Errorf("quire: status of workflow %s: %w", id, err)
+	}
+	if !ok {
+		return WorkflowInfo{}, &NameError{Kind: "workflow", Name: id, Err: ErrNotFound}
+	}
+	s, err := replay.DecodeWorkflowSummary(b)
+	if err != nil {
+		return WorkflowInfo{}, fmt.Errorf("quire: status of workflow %s: %w", id, err)
+	}
+	state, _ := decodeState(s.State)
+	info = WorkflowInfo{
+		ID: s.ID, Name: s.Name, Status: WorkflowStatus(s.Status.String()), Step: int(s.Step), Steps: int(s.Steps),
+		State: state, ParentID: s.ParentID, ParentStep: int(s.ParentStep), DeadlineAt: unixOrZero(s.DeadlineAt),
+		Error: s.Error, FailedAt: unixOrZero(s.FailedAt), IdempotencyKey: s.IdempotencyKey,
+		DefinitionHash: s.DefinitionHash, StartedAt: unixOrZero(s.StartedAt),
+	}
+	info.StepName = e.stepName(s.Name, int(s.Step))
+	return info, nil
+}
+
+func (e *Engine) stepName(workflow string, step int) string {
+	if def := e.workflowDef(workflow); def != nil && step < len(def.Steps) {
+		return def.Steps[step].Name
+	}
+	return ""
+}
+
+// workflowInfo runs on the engine's loop.
+func (e *Engine) workflowInfo(m *scheduler.Machine, w *replay.Workflow) WorkflowInfo {
+	pub, _ := replay.PublicState(w.State)
+	state, _ := decodeState(pub)
+	info := WorkflowInfo{
+		ID: w.ID, Name: w.Name, Status: WorkflowStatus(w.Status.String()), Step: int(w.Step), Steps: int(w.Steps),
+		State: state, ParentID: w.ParentID, ParentStep: int(w.ParentStep), DelayUntil: unixOrZero(w.DelayFireAt),
+		DeadlineAt: unixOrZero(w.DeadlineAt), Error: w.Error, FailedAt: unixOrZero(w.FailedAt),
+		IdempotencyKey: w.IdempotencyKey, DefinitionHash: w.DefinitionHash, StartedAt: unixOrZero(w.StartedAt),
+	}
+	info.StepName = e.stepName(w.Name, int(w.Step))
+	if w.Wait != nil {
+		info.WaitingFor = append(append(info.WaitingFor, w.Wait.Signals...), w.Wait.Workflows...)
+		info.WaitMode = w.Wait.Mode
+	}
+	for _, jid := range m.State().JobIDs() {
+		j := m.State().Jobs[jid]
+		if j.WorkflowID == w.ID && j.Step == w.Step {
+			info.Attempts += int(j.Attempts)
+			info.Consumed += int(j.Consumed)
+		}
+	}
+	return info
+}

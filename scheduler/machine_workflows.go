@@ -1,0 +1,751 @@
+package scheduler
+
+import (
+	"container/heap"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/quire-dev/quire/deadlines"
+	"github.com/quire-dev/quire/journal/record"
+	"github.com/quire-dev/quire/replay"
+)
+
+// Messages of workflow transitions that the specs fix.
+const (
+	MsgDeadlineExceeded  = "Deadline exceeded"  // WD-8
+	MsgWorkflowCancelled = "Workflow cancelled" // WF-17
+	CodeDeadlineExceeded = "DEADLINE_EXCEEDED"
+	CodeWorkflowFailed   = "WORKFLOW_FAILED"
+	CodeWorkflowEnded    = "WORKFLOW_ENDED"
+)
+
+// Detection sources of workflow_deadline_exceeded (WD-8).
+const (
+	DetectedByCheck        = "check"
+	DetectedByStepBoundary = "step_boundary"
+)
+
+// DispatchRequest is a validated workflow dispatch (WF-13).
+type DispatchRequest struct {
+	Name           string
+	State          []byte // canonical msgpack map
+	IdempotencyKey string
+}
+
+// DeadlineRun is an on-deadline handler to run once its
+// deadline_handler_started is acknowledged (WD-10).
+type DeadlineRun struct {
+	Expiry     uint64
+	WorkflowID string
+	Name       string
+	Handler    string
+	State      []byte // public state as of the expiry
+}
+
+func (m *Machine) def(name string) *WorkflowDef {
+	if m.cfg.WorkflowFunc == nil {
+		return nil
+	}
+	return m.cfg.WorkflowFunc(name)
+}
+
+// StartWorkflow decides a dispatch: workflow_started and the first step's
+// entry in one append (WF-13). An idempotency key already used returns the
+// original workflow's id and decides nothing (WF-14); one used for another
+// workflow name is refused.
+func (m *Machine) StartWorkflow(now time.Time, req DispatchRequest) (Decision, string, error) {
+	var d Decision
+	def := m.def(req.Name)
+	if def == nil {
+		return d, "", fmt.Errorf("%w: workflow %q is not registered", ErrNotFound, req.Name)
+	}
+	if k := req.IdempotencyKey; k != "" {
+		if id, ok := m.st.Idempotency[k]; ok {
+			if w := m.st.Workflows[id]; w != nil && w.Name != req.Name {
+				return d, "", fmt.Errorf("%w: idempotency key %q belongs to workflow %s of %q", ErrState, k, id, w.Name)
+			}
+			return d, id, nil
+		}
+		v, ok := replay.Idempotent{}, false
+		if r, hit := m.recentIdem[k]; hit {
+			v, ok = r.v, true
+		} else if m.cfg.IdempotencyFunc != nil {
+			v, ok = m.cfg.IdempotencyFunc(k)
+		}
+		if ok {
+			if v.Name != req.Name {
+				return d, "", fmt.Errorf("%w: idempotency key %q belongs to workflow %s of %q", ErrState, k, v.WorkflowID, v.Name)
+			}
+			return d, v.WorkflowID, nil
+		}
+	}
+	id := m.startWorkflow(&d, now, def, req.State, req.IdempotencyKey, "", 0)
+	return d, id, nil
+}
+
+func (m *Machine) startWorkflow(d *Decision, now time.Time, def *WorkflowDef, state []byte, idem, parent string, parentStep int32) string {
+	id := m.cfg.NewIDFunc("wf_", now)
+	var deadlineAt int64
+	if def.Deadline > 0 {
+		deadlineAt = now.Add(def.Deadline).UnixNano() // WD-3
+	}
+	m.emit(d, id, &record.WorkflowStarted{
+		WorkflowID: id, Name: def.Name, DefinitionHash: def.Hash, Steps: int32(len(def.Steps)),
+		State: state, At: now.UnixNano(), DeadlineAt: deadlineAt, IdempotencyKey: idem,
+		ParentID: parent, ParentStep: parentStep,
+	})
+	if idem != "" {
+		if v, err := replay.EncodeIdempotent(replay.Idempotent{WorkflowID: id, Name: def.Name}); err == nil {
+			d.Index = append(d.Index, IndexEntry{ID: replay.IdempotencyPrefix + idem, Value: v})
+		}
+	}
+	m.enter(d, now, m.st.Workflows[id])
+	return id
+}
+
+// enter appends the current step's entry records (WF-11). A paused
+// workflow enters nothing (WF-15); a workflow whose definition is not
+// registered in this process waits until it is.
+func (m *Machine) enter(d *Decision, now time.Time, w *replay.Workflow) {
+	if w == nil || w.Status != replay.WorkflowRunning || w.Entered {
+		return
+	}
+	if w.Step >= w.Steps {
+		m.completeWorkflow(d, now, w)
+		return
+	}
+	def := m.def(w.Name)
+	if def == nil || int(w.Step) >= len(def.Steps) {
+		return
+	}
+	step := &def.Steps[w.Step]
+	switch step.Kind {
+	case StepThen, StepParallel:
+		for i, h := range step.Handlers {
+			if branchDone(w, int32(i)) {
+				continue // WF-18: only branches without attempt_succeeded
+			}
+			m.enqueue(d, now, EnqueueRequest{
+				Handler: h, Queue: step.Queue, Priority: step.Priority, Retry: step.Retry,
+				DeliveryTimeout: step.Timeout, WorkflowID: w.ID, Step: w.Step, Branch: int32(i),
+			})
+		}
+		if !w.Entered { // every branch had succeeded already
+			m.completeStep(d, now, w, mergeBranches(w), nil)
+		}
+	case StepDelay:
+		m.emit(d, w.ID, &record.StepDelayed{WorkflowID: w.ID, Step: w.Step, FireAt: now.Add(step.Delay).UnixNano()})
+		m.armDelay(w)
+	case StepSignal:
+		if out, consumed, ok := m.signalsSatisfy(w, step); ok {
+			m.completeStep(d, now, w, out, consumed)
+			return
+		}
+		m.emit(d, w.ID, &record.WorkflowWaiting{WorkflowID: w.ID, Step: w.Step, Status: "waiting_for_signal",
+			Signals: step.Signals, Mode: step.Mode})
+	case StepWorkflows:
+		ids, err := m.waitIDs(w, step)
+		if err != nil {
+			m.fail(d, now, w, err.Error())
+			return
+		}
+		if m.settleWorkflowsWait(d, now, w, step, ids, false) {
+			return
+		}
+		m.emit(d, w.ID, &record.WorkflowWaiting{WorkflowID: w.ID, Step: w.Step, Status: "waiting_for_workflows",
+			Workflows: ids, Mode: step.Mode, Quorum: int32(step.Quorum)})
+		for _, dep := range ids {
+			m.waiters[dep] = append(m.waiters[dep], w.ID)
+		}
+	case StepSub:
+		child := m.def(step.Sub)
+		if child == nil {
+			m.fail(d, now, w, fmt.Sprintf("sub-workflow %q of step %q is not registered", step.Sub, step.Name))
+			return
+		}
+		pub, err := replay.PublicState(w.State)
+		if err != nil {
+			m.fail(d, now, w, err.Error())
+			return
+		}
+		m.startWorkflow(d, now, child, pub, "", w.ID, w.Step)
+	}
+}
+
+func branchDone(w *replay.Workflow, b int32) bool {
+	for _, o := range w.Branches {
+		if o.Branch == b {
+			return true
+		}
+	}
+	return false
+}
+
+// mergeBranches merges the branch outputs in journal order, the later one
+// winning a collision (WF-4).
+func mergeBranches(w *replay.Workflow) []byte {
+	if len(w.Branches) == 1 {
+		return w.Branches[0].Output
+	}
+	var out []byte
+	for _, b := range w.Branches {
+		merged, err := replay.MergeState(out, b.Output)
+		if err == nil {
+			out = merged
+		}
+	}
+	return out
+}
+
+// completeStep completes the current step, or, at or after deadline_at,
+// expires the workflow instead (WD-7).
+func (m *Machine) completeStep(d *Decision, now time.Time, w *replay.Workflow, output []byte, consumed []uint64) {
+	if w.DeadlineAt != 0 && deadlines.WorkflowExpired(time.Unix(0, w.DeadlineAt), now) {
+		m.expire(d, now, w, DetectedByStepBoundary)
+		return
+	}
+	m.emit(d, w.ID, &record.StepCompleted{WorkflowID: w.ID, Step: w.Step, Next: w.Step + 1, Output: output, Consumed: consumed})
+	m.enter(d, now, w)
+}
+
+// resumeWait settles a wait: workflow_resumed with its cause, then the
+// step's completion; or the expiry alone past deadline_at (WD-7, WD-11).
+func (m *Machine) resumeWait(d *Decision, now time.Time, w *replay.Workflow, cause string, output []byte, consumed []uint64) {
+	if w.DeadlineAt != 0 && deadlines.WorkflowExpired(time.Unix(0, w.DeadlineAt), now) {
+		m.expire(d, now, w, DetectedByStepBoundary)
+		return
+	}
+	m.emit(d, w.ID, &record.WorkflowResumed{WorkflowID: w.ID, Cause: cause})
+	m.completeStep(d, now, w, output, consumed)
+}
+
+func (m *Machine) completeWorkflow(d *Decision, now time.Time, w *replay.Workflow) {
+	sum := replay.SummarizeWorkflow(w)
+	sum.Status = replay.WorkflowCompleted
+	sum.FinishedAt = now.UnixNano()
+	m.emit(d, w.ID, &record.WorkflowCompleted{WorkflowID: w.ID})
+	sum.Seq = m.nextSeq - 1
+	m.indexWorkflow(d, sum)
+	m.react(d, now, w, replay.WorkflowCompleted, sum.State, "")
+}
+
+func (m *Machine) indexWorkflow(d *Decision, sum replay.WorkflowSummary) {
+	if v, err := replay.EncodeWorkflowSummary(sum); err == nil {
+		d.Index = append(d.Index, IndexEntry{ID: sum.ID, Value: v})
+	}
+	m.recent[sum.ID] = recentWorkflow{seq: sum.Seq, sum: WorkflowSummary{Status: sum.Status.String(), State: sum.State, Error: sum.Error}}
+	if sum.IdempotencyKey != "" {
+		m.recentIdem[sum.IdempotencyKey] = recentIdem{seq: sum.Seq, v: replay.Idempotent{WorkflowID: sum.ID, Name: sum.Name}}
+	}
+}
+
+// lookup returns the summary of a workflow that left the state.
+func (m *Machine) lookup(id string) (WorkflowSummary, bool) {
+	if r, ok := m.recent[id]; ok {
+		return r.sum, true
+	}
+	if m.cfg.LookupFunc != nil {
+		return m.cfg.LookupFunc(id)
+	}
+	return WorkflowSummary{}, false
+}
+
+// fail fails a workflow with msg (WF-20): workflow_failed, then job_buried
+// for its pending jobs, then the reactions of its parent and dependants.
+func (m *Machine) fail(d *Decision, now time.Time, w *replay.Workflow, msg string) {
+	m.emit(d, w.ID, &record.WorkflowFailed{WorkflowID: w.ID, Step: w.Step, Error: msg, At: now.UnixNano()})
+	m.buryPending(d, w.ID, CodeWorkflowFailed, msg)
+	pub, _ := replay.PublicState(w.State)
+	m.react(d, now, w, replay.WorkflowFailed, pub, msg)
+}
+
+// expire is WD-8's append: workflow_failed "Deadline exceeded", then
+// workflow_deadline_exceeded, then job_buried for every pending job, then
+// the reactions of dependants and parent.
+func (m *Machine) expire(d *Decision, now time.Time, w *replay.Workflow, by string) {
+	m.emit(d, w.ID, &record.WorkflowFailed{WorkflowID: w.ID, Step: w.Step, Error: MsgDeadlineExceeded, At: now.UnixNano()})
+	handler := ""
+	if def := m.def(w.Name); def != nil {
+		handler = def.OnDeadline
+	}
+	m.emit(d, w.ID, &record.WorkflowDeadlineExceeded{WorkflowID: w.ID, DeadlineAt: w.DeadlineAt,
+		DetectedAt: now.UnixNano(), DetectedBy: by, Handler: handler})
+	m.buryPending(d, w.ID, CodeDeadlineExceeded, MsgDeadlineExceeded)
+	pub, _ := replay.PublicState(w.State)
+	m.react(d, now, w, replay.WorkflowFailed, pub, MsgDeadlineExceeded)
+}
+
+// buryPending buries the pending jobs of a workflow, in enqueue order.
+func (m *Machine) buryPending(d *Decision, wfID, code, msg string) {
+	var js []*replay.Job
+	for _, id := range m.st.JobIDs() {
+		if j := m.st.Jobs[id]; j.WorkflowID == wfID && j.Status == replay.JobPending {
+			js = append(js, j)
+		}
+	}
+	sortBySeq(js)
+	for _, j := range js {
+		m.emit(d, j.Stream, &record.JobBuried{JobID: j.ID, Code: code, Error: msg})
+	}
+}
+
+// react applies the consequences of w reaching status for its parent
+// (WF-8, WD-15) and the workflows waiting on it (WF-7), in the same append.
+func (m *Machine) react(d *Decision, now time.Time, w *replay.Workflow, status replay.WorkflowStatus, pub []byte, msg string) {
+	if p := m.st.Workflows[w.ParentID]; p != nil && p.Step == w.ParentStep && p.Child == w.ID &&
+		(p.Status == replay.WorkflowRunning || p.Status == replay.WorkflowPaused) {
+		switch status {
+		case replay.WorkflowCompleted:
+			m.completeStep(d, now, p, pub, nil)
+		default:
+			m.fail(d, now, p, fmt.Sprintf("sub-workflow %s %s: %s", w.ID, status, msg))
+		}
+	}
+	waiters := m.waiters[w.ID]
+	if len(waiters) == 0 {
+		return
+	}
+	ws := append([]string(nil), waiters...)
+	sort.Strings(ws)
+	var keep []string
+	for _, id := range ws {
+		x := m.st.Workflows[id]
+		if x == nil || x.Status != replay.WorkflowWaitingWorkflows || x.Wait == nil || !contains(x.Wait.Workflows, w.ID) {
+			continue
+		}
+		def := m.def(x.Name)
+		if def == nil || int(x.Step) >= len(def.Steps) {
+			keep = append(keep, id)
+			continue
+		}
+		if !m.settleWorkflowsWait(d, now, x, &def.Steps[x.Step], x.Wait.Workflows, true) {
+			keep = append(keep, id)
+		}
+	}
+	if len(keep) == 0 {
+		delete(m.waiters, w.ID)
+	} else {
+		m.waiters[w.ID] = keep
+	}
+}
+
+func contains(xs []string, s string) bool {
+	for _, x := range xs {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// waitIDs resolves the ids of a WaitForWorkflows step: given, or read from
+// a public state key on entry (WF-7).
+func (m *Machine) waitIDs(w *replay.Workflow, step *StepDef) ([]string, error) {
+	ids := step.IDs
+	if step.FromKey != "" {
+		st, err := replay.DecodeState(w.State)
+		if err != nil {
+			return nil, err
+		}
+		raw, ok := st[step.FromKey]
+		if !ok {
+			return nil, fmt.Errorf("step %q: state key %q holding workflow ids is missing", step.Name, step.FromKey)
+		}
+		list, ok := raw.([]any)
+		if !ok {
+			return nil, fmt.Errorf("step %q: state key %q is not a list of workflow ids", step.Name, step.FromKey)
+		}
+		ids = nil
+		for _, v := range list {
+			s, ok := v.(string)
+			if !ok {
+				return nil, fmt.Errorf("step %q: state key %q holds a non-string id", step.Name, step.FromKey)
+			}
+			ids = append(ids, s)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, fmt.Errorf("step %q: no workflows to wait for", step.Name)
+	}
+	if step.Mode == ModeQuorum && step.Quorum > len(ids) {
+		return nil, fmt.Errorf("step %q: quorum %d larger than its %d workflows", step.Name, step.Quorum, len(ids))
+	}
+	return ids, nil
+}
+
+type depState struct {
+	status replay.WorkflowStatus
+	state  []byte
+	known  bool
+}
+
+func (m *Machine) depState(id string) depState {
+	if x := m.st.Workflows[id]; x != nil {
+		pub, _ := replay.PublicState(x.State)
+		return depState{status: x.Status, state: pub, known: true}
+	}
+	if s, ok := m.lookup(id); ok {
+		st, _ := replay.ParseWorkflowStatus(s.Status)
+		return depState{status: st, state: s.State, known: true}
+	}
+	return depState{}
+}
+
+// settleWorkflowsWait decides a WaitForWorkflows step if its outcome is
+// known (WF-7) and reports whether it did. waiting says whether the
+// workflow is parked on it (then a completion resumes it first).
+func (m *Machine) settleWorkflowsWait(d *Decision, now time.Time, w *replay.Workflow, step *StepDef, ids []string, waiting bool) bool {
+	completed, failed := 0, 0
+	var failedID string
+	result := map[string]any{}
+	for _, id := range ids {
+		ds := m.depState(id)
+		switch {
+		case !ds.known:
+			failed++
+			if failedID == "" {
+				failedID = id + " (unknown workflow)"
+			}
+		case ds.status == replay.WorkflowCompleted:
+			completed++
+		case ds.status == replay.WorkflowFailed || ds.status == replay.WorkflowCancelled:
+			failed++
+			if failedID == "" {
+				failedID = id + " (" + ds.status.String() + ")"
+			}
+		}
+		if ds.known {
+			st, _ := replay.DecodeState(ds.state)
+			result[id] = map[string]any{"status": ds.status.String(), "state": st}
+		}
+	}
+	n := len(ids)
+	need := n
+	switch step.Mode {
+	case ModeAny:
+		need = 1
+	case ModeQuorum:
+		need = step.Quorum
+	}
+	var ok, impossible bool
+	switch step.Mode {
+	case ModeAny, ModeQuorum:
+		ok = completed >= need
+		impossible = n-failed < need
+	default:
+		ok = completed == n
+		impossible = failed > 0
+	}
+	switch {
+	case ok:
+		var out []byte
+		if step.ResultKey != "" {
+			out, _ = replay.EncodeState(map[string]any{step.ResultKey: result})
+		}
+		if waiting {
+			m.resumeWait(d, now, w, "workflows", out, nil)
+		} else {
+			m.completeStep(d, now, w, out, nil)
+		}
+		return true
+	case impossible:
+		m.fail(d, now, w, fmt.Sprintf("step %q: dependency %s", step.Name, failedID))
+		return true
+	}
+	return false
+}
+
+// signalsSatisfy reports whether the stored signals satisfy a
+// WaitForSignal step, oldest first (WF-6), with the output to merge and the
+// seqs consumed.
+func (m *Machine) signalsSatisfy(w *replay.Workflow, step *StepDef) ([]byte, []uint64, bool) {
+	var picked []replay.Signal
+	if step.Mode == ModeAny {
+		for _, sg := range w.Signals {
+			if contains(step.Signals, sg.Name) {
+				picked = append(picked, sg)
+				break
+			}
+		}
+		if len(picked) == 0 {
+			return nil, nil, false
+		}
+	} else {
+		for _, name := range step.Signals {
+			found := false
+			for _, sg := range w.Signals {
+				if sg.Name == name && !pickedSeq(picked, sg.Seq) {
+					picked = append(picked, sg)
+					found = true
+					break
+				}
+			}
+			if !found {
+				return nil, nil, false
+			}
+		}
+	}
+	merged := map[string]any{}
+	byName := map[string]any{}
+	consumed := make([]uint64, 0, len(picked))
+	for _, sg := range picked {
+		consumed = append(consumed, sg.Seq)
+		pl, err := replay.DecodeState(sg.Payload)
+		if err != nil {
+			continue
+		}
+		pub := map[string]any{}
+		for k, v := range pl {
+			if replay.IsPublicKey(k) {
+				pub[k] = v
+			}
+		}
+		byName[sg.Name] = pub
+		for k, v := range pub {
+			merged[k] = v
+		}
+	}
+	out := merged
+	if step.ResultKey != "" {
+		if len(picked) == 1 {
+			out = map[string]any{step.ResultKey: byName[picked[0].Name]}
+		} else {
+			out = map[string]any{step.ResultKey: byName}
+		}
+	}
+	b, err := replay.EncodeState(out)
+	if err != nil {
+		return nil, consumed, true
+	}
+	return b, consumed, true
+}
+
+func pickedSeq(ps []replay.Signal, seq uint64) bool {
+	for _, p := range ps {
+		if p.Seq == seq {
+			return true
+		}
+	}
+	return false
+}
+
+// Signal stores a signal and settles a wait it satisfies, in one append
+// (WF-6, WF-19).
+func (m *Machine) Signal(now time.Time, id, name string, payload []byte) (Decision, error) {
+	var d Decision
+	w, err := m.liveWorkflow(id)
+	if err != nil {
+		return d, err
+	}
+	m.emit(&d, w.ID, &record.SignalReceived{WorkflowID: w.ID, Name: name, Payload: payload})
+	if w.Status == replay.WorkflowWaitingSignal {
+		if def := m.def(w.Name); def != nil && int(w.Step) < len(def.Steps) {
+			if out, consumed, ok := m.signalsSatisfy(w, &def.Steps[w.Step]); ok {
+				m.resumeWait(&d, now, w, "signal", out, consumed)
+			}
+		}
+	}
+	return d, nil
+}
+
+// liveWorkflow returns a workflow that is in State, or an error saying
+// whether it is unknown or finished.
+func (m *Machine) liveWorkflow(id string) (*replay.Workflow, error) {
+	if w := m.st.Workflows[id]; w != nil {
+		return w, nil
+	}
+	if s, ok := m.lookup(id); ok {
+		return nil, fmt.Errorf("%w: workflow %s is %s", ErrState, id, s.Status)
+	}
+	return nil, fmt.Errorf("%w: workflow %s", ErrNotFound, id)
+}
+
+// Pause pauses a running workflow (WF-15).
+func (m *Machine) Pause(id string) (Decision, error) {
+	var d Decision
+	w, err := m.liveWorkflow(id)
+	if err != nil {
+		return d, err
+	}
+	if w.Status != replay.WorkflowRunning {
+		return d, fmt.Errorf("%w: workflow %s is %s, only a running workflow can be paused", ErrState, id, w.Status)
+	}
+	m.emit(&d, w.ID, &record.WorkflowPaused{WorkflowID: w.ID})
+	return d, nil
+}
+
+// Resume resumes a paused workflow and enters its current step unless
+// something for it is already pending (WF-16).
+func (m *Machine) Resume(now time.Time, id string) (Decision, error) {
+	var d Decision
+	w, err := m.liveWorkflow(id)
+	if err != nil {
+		return d, err
+	}
+	if w.Status != replay.WorkflowPaused {
+		return d, fmt.Errorf("%w: workflow %s is %s, only a paused workflow can be resumed", ErrState, id, w.Status)
+	}
+	m.emit(&d, w.ID, &record.WorkflowResumed{WorkflowID: w.ID, Cause: "resume"})
+	m.release(w.ID)
+	m.enter(&d, now, w)
+	return d, nil
+}
+
+// Cancel cancels a workflow that is running, paused, waiting or failed
+// (WF-17): workflow_cancelled, job_buried "Workflow cancelled" for every
+// pending job, dependants re-evaluated. Children are not cancelled.
+func (m *Machine) Cancel(now time.Time, id string) (Decision, error) {
+	var d Decision
+	w, err := m.liveWorkflow(id)
+	if err != nil {
+		return d, err
+	}
+	sum := replay.SummarizeWorkflow(w)
+	sum.Status = replay.WorkflowCancelled
+	sum.FinishedAt = now.UnixNano()
+	m.emit(&d, w.ID, &record.WorkflowCancelled{WorkflowID: w.ID})
+	sum.Seq = m.nextSeq - 1
+	m.indexWorkflow(&d, sum)
+	m.buryPending(&d, w.ID, CodeWorkflowFailed, MsgWorkflowCancelled)
+	m.react(&d, now, w, replay.WorkflowCancelled, sum.State, "cancelled")
+	return d, nil
+}
+
+// RetryWorkflow retries a failed workflow: workflow_retried, then the
+// current step re-entered with fresh attempts (WF-18). deadline_at is
+// unchanged (WD-13).
+func (m *Machine) RetryWorkflow(now time.Time, id string) (Decision, error) {
+	var d Decision
+	w, err := m.liveWorkflow(id)
+	if err != nil {
+		return d, err
+	}
+	if w.Status != replay.WorkflowFailed {
+		return d, fmt.Errorf("%w: workflow %s is %s, only a failed workflow can be retried", ErrState, id, w.Status)
+	}
+	m.emit(&d, w.ID, &record.WorkflowRetried{WorkflowID: w.ID})
+	m.enter(&d, now, w)
+	return d, nil
+}
+
+// CheckDeadlines is the periodic check of WD-5 and WD-6: every running
+// workflow whose deadline_at <= now expires, in id order.
+func (m *Machine) CheckDeadlines(now time.Time) Decision {
+	var d Decision
+	for _, id := range m.st.WorkflowIDs() {
+		w := m.st.Workflows[id]
+		if w == nil || w.Status != replay.WorkflowRunning || w.DeadlineAt == 0 {
+			continue
+		}
+		if deadlines.WorkflowExpired(time.Unix(0, w.DeadlineAt), now) {
+			m.expire(&d, now, w, DetectedByCheck)
+		}
+	}
+	return d
+}
+
+// StartDeadlineHandlers decides a deadline_handler_started for every
+// obligation not yet running in this process (WD-10): the runner calls the
+// handler once that record is acknowledged.
+func (m *Machine) StartDeadlineHandlers() Decision {
+	var d Decision
+	if !m.recovered {
+		return d
+	}
+	for _, e := range m.st.Expiries {
+		if m.handling[e.Seq] {
+			continue
+		}
+		m.handling[e.Seq] = true
+		m.emit(&d, e.WorkflowID, &record.DeadlineHandlerStarted{WorkflowID: e.WorkflowID, Handler: e.Handler, Expiry: e.Seq})
+		d.DeadlineRuns = append(d.DeadlineRuns, DeadlineRun{Expiry: e.Seq, WorkflowID: e.WorkflowID, Name: e.Name, Handler: e.Handler, State: e.State})
+	}
+	return d
+}
+
+// Deadline handler outcomes (WD-10).
+const (
+	HandlerOK            = "ok"
+	HandlerFailed        = "failed"
+	HandlerPanicked      = "panicked"
+	HandlerNotRegistered = "not_registered"
+)
+
+// DeadlineHandlerDone decides deadline_handler_finished for a run, with a
+// debug record keeping a failure's message (WD-10).
+func (m *Machine) DeadlineHandlerDone(run DeadlineRun, outcome, msg string) Decision {
+	var d Decision
+	delete(m.handling, run.Expiry)
+	m.emit(&d, run.WorkflowID, &record.DeadlineHandlerFinished{WorkflowID: run.WorkflowID, Expiry: run.Expiry, Outcome: outcome})
+	if outcome != HandlerOK {
+		m.emit(&d, record.EngineStream, &record.Debug{Subject: run.WorkflowID, Code: "DEADLINE_HANDLER_" + outcome, Message: msg})
+	}
+	return d
+}
+
+// WorkflowRegistered enters the current step of the workflows of name that
+// waited for their definition.
+func (m *Machine) WorkflowRegistered(now time.Time, name string) Decision {
+	var d Decision
+	for _, id := range m.st.WorkflowIDs() {
+		if w := m.st.Workflows[id]; w != nil && w.Name == name {
+			m.enter(&d, now, w)
+		}
+	}
+	return d
+}
+
+// delay timers of Delay steps: entries keyed by (fire at, workflow start
+// seq), valid while the workflow still waits on that delay.
+func (m *Machine) armDelay(w *replay.Workflow) {
+	heap.Push(&m.x.delays, entry{id: w.ID, at: w.DelayFireAt, seq: w.StartSeq, step: w.Step})
+}
+
+func (m *Machine) delayValid(e entry) (*replay.Workflow, bool) {
+	w := m.st.Workflows[e.id]
+	if w == nil || w.Step != e.step || w.DelayFireAt != e.at ||
+		(w.Status != replay.WorkflowRunning && w.Status != replay.WorkflowPaused) {
+		return nil, false
+	}
+	return w, true
+}
+
+// fireDelays completes every Delay step due at now, in (instant, seq)
+// order (WF-5, RL-9).
+func (m *Machine) fireDelays(d *Decision, now time.Time) {
+	n := now.UnixNano()
+	for m.x.delays.Len() > 0 {
+		e := m.x.delays[0]
+		w, ok := m.delayValid(e)
+		if !ok {
+			heap.Pop(&m.x.delays)
+			continue
+		}
+		if e.at > n {
+			return
+		}
+		heap.Pop(&m.x.delays)
+		m.completeStep(d, now, w, nil, nil)
+	}
+}
+
+// release re-files the jobs of a workflow held while it was not running.
+func (m *Machine) release(wfID string) {
+	ids := m.x.held[wfID]
+	delete(m.x.held, wfID)
+	for _, id := range ids {
+		if j, ok := m.st.Jobs[id]; ok {
+			m.place(j)
+		}
+	}
+}
+
+// eligible reports whether a pending job's workflow lets it start (JB-2).
+func (m *Machine) eligible(j *replay.Job) bool {
+	if j.WorkflowID == "" {
+		return true
+	}
+	w := m.st.Workflows[j.WorkflowID]
+	return w != nil && w.Status == replay.WorkflowRunning
+}

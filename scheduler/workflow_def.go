@@ -1,0 +1,71 @@
+package scheduler
+
+import (
+	"time"
+
+	"github.com/quire-dev/quire/journal/record"
+)
+
+// StepKind is the kind of a workflow step (WF-2).
+type StepKind uint8
+
+// Step kinds.
+const (
+	StepThen StepKind = iota + 1
+	StepParallel
+	StepDelay
+	StepSignal
+	StepWorkflows
+	StepSub
+)
+
+// Wait modes of WaitForSignal and WaitForWorkflows (WF-6, WF-7).
+const (
+	ModeAll    = "all"
+	ModeAny    = "any"
+	ModeQuorum = "quorum"
+)
+
+// StepDef is one validated step of a workflow definition.
+type StepDef struct {
+	Kind StepKind
+	Name string
+	// Handlers: one for Then, one per branch for Parallel.
+	Handlers []string
+	// Delay of a Delay step.
+	Delay time.Duration
+	// Signals, Mode and ResultKey of a WaitForSignal step.
+	Signals []string
+	// Mode, IDs or FromKey, Quorum and ResultKey of a WaitForWorkflows step.
+	Mode      string
+	IDs       []string
+	FromKey   string
+	Quorum    int
+	ResultKey string
+	// Sub is the child workflow's name of a SubWorkflow step.
+	Sub string
+	// Job options of the step's jobs, resolved (WF-22).
+	Queue    string
+	Priority uint8
+	Retry    record.RetryPolicy
+	Timeout  time.Duration
+}
+
+// WorkflowDef is a registered, validated workflow definition.
+type WorkflowDef struct {
+	Name  string
+	Hash  string
+	Steps []StepDef
+	// Deadline is MustCompleteWithin (WD-1), 0 for none.
+	Deadline time.Duration
+	// OnDeadline names the on-deadline handler (WD-2), "" for none.
+	OnDeadline string
+}
+
+// WorkflowSummary is what the machine needs to know of a workflow that left
+// its state (completed or cancelled), read from the terminal index.
+type WorkflowSummary struct {
+	Status string // "completed" or "cancelled"
+	State  []byte // public state
+	Error  string
+}
