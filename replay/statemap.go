@@ -1,12 +1,9 @@
 package replay
 
 import (
-	"bytes"
 	"fmt"
 	"sort"
 	"strings"
-
-	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/quire-dev/quire/journal/record"
 )
@@ -24,25 +21,16 @@ func DecodeState(b []byte) (map[string]any, error) {
 	if len(b) == 0 {
 		return map[string]any{}, nil
 	}
-	if err := record.Prescan(b, true); err != nil {
-		return nil, err
-	}
 	m := map[string]any{}
-	if err := msgpack.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("%w: state: %v", record.ErrCorrupt, err)
+	if err := record.DecodeValue(b, &m); err != nil {
+		return nil, fmt.Errorf("state: %w", err)
 	}
 	return m, nil
 }
 
 // EncodeState returns the canonical encoding of m (keys sorted).
 func EncodeState(m map[string]any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := msgpack.NewEncoder(&buf)
-	enc.SetSortMapKeys(true)
-	if err := enc.Encode(m); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	return record.EncodeValue(m)
 }
 
 // PublicState returns the encoding of the public keys of state (WF-12).

@@ -7,6 +7,12 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 )
 
+// ValueBytesMax is the longest user value [DecodeValue] looks at. It is a
+// backstop above any record size an engine can be configured with; the
+// engine's own payload limit (512 KiB by default, RL-11) is checked before a
+// value is ever written.
+const ValueBytesMax = 16 << 20
+
 // EncodeBody returns the canonical msgpack encoding of b: struct fields in
 // declaration order, map keys sorted.
 func EncodeBody(b Body) ([]byte, error) {
@@ -20,16 +26,99 @@ func EncodeBody(b Body) ([]byte, error) {
 }
 
 // DecodeBody decodes the payload of a record of kind k into its concrete
-// body. TODO(prescan): the structural pre-scan runs first.
+// body. The payload is untrusted: it is pre-scanned ([Prescan], no ext
+// allowed) before msgpack reads it, and a field this version does not know
+// fails the decode. Errors wrap [ErrCorrupt].
 func DecodeBody(k Kind, payload []byte) (Body, error) {
 	b, ok := NewBody(k)
 	if !ok {
 		return nil, fmt.Errorf("%w: unknown kind %d", ErrCorrupt, k)
 	}
-	dec := msgpack.NewDecoder(bytes.NewReader(payload))
-	dec.DisallowUnknownFields(true)
-	if err := dec.Decode(b); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	if err := Prescan(payload, false); err != nil {
+		return nil, fmt.Errorf("%s payload: %w", k, err)
+	}
+	// Unknown fields fail, so a record from a newer or forged writer is
+	// refused rather than half read; format evolution goes through the
+	// envelope version.
+	if err := decode(payload, b, true); err != nil {
+		return nil, fmt.Errorf("%w: %s payload: %v", ErrCorrupt, k, err)
 	}
 	return b, nil
+}
+
+// EncodeValue returns the canonical msgpack encoding of a user value (a
+// workflow state, job payload, signal payload or step output): map keys
+// sorted, integers in their shortest form and timestamps in their 96-bit
+// form, so equal values give equal bytes. A value that [DecodeValue]
+// would refuse (nesting deeper than [DepthMax], an ext other than the
+// timestamp, more than [ValueBytesMax] bytes) is refused here, before it
+// can reach the journal. Errors wrap [ErrInvalid] or [ErrTooLarge].
+func EncodeValue(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := msgpack.NewEncoder(&buf)
+	enc.SetSortMapKeys(true)
+	// Integers take their shortest form whatever their Go type, so that a
+	// value decoded into any (where 1 comes back as int8) re-encodes to the
+	// same bytes.
+	enc.UseCompactInts(true)
+	if err := enc.Encode(v); err != nil {
+		return nil, fmt.Errorf("%w: encode %T: %v", ErrInvalid, v, err)
+	}
+	out := buf.Bytes()
+	if len(out) > ValueBytesMax {
+		return nil, fmt.Errorf("%w: %T encodes to %d bytes, limit %d", ErrTooLarge, v, len(out), ValueBytesMax)
+	}
+	if err := Prescan(out, true); err != nil {
+		return nil, fmt.Errorf("%w: %T would not decode: %v", ErrInvalid, v, err)
+	}
+	out, err := canonicalTimestamps(out)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %T would not decode: %v", ErrInvalid, v, err)
+	}
+	if len(out) > ValueBytesMax {
+		return nil, fmt.Errorf("%w: %T encodes to %d bytes, limit %d", ErrTooLarge, v, len(out), ValueBytesMax)
+	}
+	return out, nil
+}
+
+// DecodeValue decodes a user value read from the journal into v, a pointer
+// (for example *map[string]any or a handler's own struct type). The bytes
+// are untrusted: they are refused beyond [ValueBytesMax] and pre-scanned
+// ([Prescan], timestamp ext allowed) before msgpack reads them, and
+// timestamps are brought to their 96-bit form (see canonicalTimestamps).
+// This keeps the decode within [DepthMax] levels of recursion and its
+// allocation proportional to len(b). Errors from the bytes wrap
+// [ErrCorrupt].
+//
+// The proportion depends on v. Decoding into structs of scalars, strings
+// and byte slices stays within RL-6's 32 × len(b) + 1 MiB; decoding into
+// any or map[string]any can reach about 120 × len(b) on inputs made of
+// one-entry maps, because a Go map costs about 350 bytes whatever its size.
+func DecodeValue(b []byte, v any) error {
+	if len(b) > ValueBytesMax {
+		return fmt.Errorf("%w: value is %d bytes, limit %d", ErrCorrupt, len(b), ValueBytesMax)
+	}
+	if err := Prescan(b, true); err != nil {
+		return err
+	}
+	b, err := canonicalTimestamps(b)
+	if err != nil {
+		return err
+	}
+	// Unlike a record, a user value may carry fields the handler's type no
+	// longer has: user types evolve with their workflows, not with the
+	// envelope version.
+	if err := decode(b, v, false); err != nil {
+		return fmt.Errorf("%w: decode into %T: %v", ErrCorrupt, v, err)
+	}
+	return nil
+}
+
+// decode runs msgpack on pre-scanned bytes. The allocation-limit,
+// preallocation and loose-interface options of the decoder stay off
+// (spec/reliability.md §3.5).
+func decode(b []byte, v any, disallowUnknown bool) error {
+	dec := msgpack.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields(disallowUnknown)
+	return dec.Decode(v)
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"reflect"
 )
 
 // Format constants. They are part of the on-disk format.
@@ -70,13 +71,14 @@ func (p Prepared) Size() int {
 		uvarintLen(uint64(len(p.Payload))) + len(p.Payload) + 4
 }
 
-// ValidateStream checks a stream id against the format's rules.
+// ValidateStream checks a stream id against the format's rules: 1 to
+// [StreamIDBytesMax] bytes. Errors wrap [ErrInvalid].
 func ValidateStream(id string) error {
 	if id == "" {
 		return fmt.Errorf("%w: stream id is empty", ErrInvalid)
 	}
 	if len(id) > StreamIDBytesMax {
-		return fmt.Errorf("%w: stream id is %d bytes, limit %d", ErrInvalid, len(id), StreamIDBytesMax)
+		return fmt.Errorf("%w: stream id %.32q... is %d bytes, limit %d", ErrInvalid, id, len(id), StreamIDBytesMax)
 	}
 	return nil
 }
@@ -85,15 +87,15 @@ func ValidateStream(id string) error {
 // result is refused with an error wrapping [ErrInvalid] or [ErrTooLarge] if
 // its envelope would exceed recordBytesMax.
 func Prepare(r Record, recordBytesMax int) (Prepared, error) {
-	if err := ValidateStream(r.Stream); err != nil {
-		return Prepared{}, err
-	}
-	if r.Body == nil {
-		return Prepared{}, fmt.Errorf("%w: record has no body", ErrInvalid)
+	if r.Body == nil || reflect.ValueOf(r.Body).IsNil() {
+		return Prepared{}, fmt.Errorf("%w: record for stream %.32q has no body", ErrInvalid, r.Stream)
 	}
 	k := r.Body.Kind()
+	if err := ValidateStream(r.Stream); err != nil {
+		return Prepared{}, fmt.Errorf("%s record: %w", k, err)
+	}
 	if !k.Known() {
-		return Prepared{}, fmt.Errorf("%w: unknown kind %d", ErrInvalid, k)
+		return Prepared{}, fmt.Errorf("%w: record for stream %q has unknown kind %d", ErrInvalid, r.Stream, k)
 	}
 	payload, err := EncodeBody(r.Body)
 	if err != nil {
@@ -129,8 +131,8 @@ func AppendEnvelope(dst []byte, seq uint64, prevSum uint32, at int64, p Prepared
 	return dst, crc
 }
 
-// Envelope is a parsed, checked envelope. Stream and Payload alias the
-// parsed buffer unless noted otherwise by the caller.
+// Envelope is a parsed, checked envelope. Payload aliases the parsed
+// buffer; Stream is a copy.
 type Envelope struct {
 	Kind    Kind
 	Seq     uint64
@@ -181,15 +183,20 @@ func ParseEnvelope(seq uint64, val []byte, recordBytesMax int) (Envelope, error)
 		return Envelope{}, corrupt("seq", seq, "", fmt.Errorf("header seq %d under key seq %d", e.Seq, seq))
 	}
 	rest := body[headerBytes:]
+	// Lengths must use their shortest uvarint, as AppendEnvelope writes
+	// them, so that every accepted envelope has exactly one encoding.
 	idLen, n := binary.Uvarint(rest)
-	if n <= 0 || idLen == 0 || idLen > StreamIDBytesMax || idLen > uint64(len(rest)-n) {
-		return Envelope{}, corrupt("stream", seq, "", fmt.Errorf("bad stream id length"))
+	if n <= 0 || n != uvarintLen(idLen) || idLen == 0 || idLen > StreamIDBytesMax || idLen > uint64(len(rest)-n) {
+		if n <= 0 {
+			return Envelope{}, corrupt("stream", seq, "", fmt.Errorf("stream id length is not a uvarint"))
+		}
+		return Envelope{}, corrupt("stream", seq, "", fmt.Errorf("bad stream id length %d (%d-byte uvarint, %d bytes left)", idLen, n, len(rest)-n))
 	}
 	rest = rest[n:]
 	e.Stream = string(rest[:idLen])
 	rest = rest[idLen:]
 	pLen, n := binary.Uvarint(rest)
-	if n <= 0 || pLen != uint64(len(rest)-n) {
+	if n <= 0 || n != uvarintLen(pLen) || pLen != uint64(len(rest)-n) {
 		return Envelope{}, corrupt("payload", seq, e.Stream, fmt.Errorf("payload length does not match the bytes before the crc"))
 	}
 	e.Payload = rest[n:]

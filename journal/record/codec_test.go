@@ -1,0 +1,184 @@
+package record
+
+import (
+	"bytes"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// TestDecodeBodyInlineOutcome: the inline Outcome of settlement bodies
+// decodes with unknown fields disallowed, and an unknown field next to it
+// still fails.
+func TestDecodeBodyInlineOutcome(t *testing.T) {
+	t.Parallel()
+	in := &AttemptRetryScheduled{Outcome: Outcome{JobID: "job_a", Token: 7, Code: "E1", Class: "retryable", Joined: true}, DelayNanos: 5, AvailableAt: 9}
+	b, err := EncodeBody(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := DecodeBody(KindAttemptRetryScheduled, b)
+	if err != nil || !reflect.DeepEqual(out, in) {
+		t.Fatalf("DecodeBody = %#v, %v; want %#v", out, err, in)
+	}
+	var m map[string]any
+	if err := msgpack.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	if _, nested := m["Outcome"]; nested || m["job_id"] != "job_a" {
+		t.Fatalf("Outcome is not inlined: %v", m)
+	}
+	m["later_field"] = int8(1)
+	extra, _ := msgpack.Marshal(m)
+	if _, err := DecodeBody(KindAttemptRetryScheduled, extra); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "later_field") {
+		t.Fatalf("unknown field: %v, want ErrCorrupt naming it", err)
+	}
+}
+
+func TestDecodeBodyRefusals(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		k       Kind
+		payload []byte
+	}{
+		{"unknown kind", 999, []byte{0x80}},
+		{"empty payload", KindWorkflowPaused, nil},
+		{"unknown field", KindQueuePaused, []byte{0x82, 0xa5, 'q', 'u', 'e', 'u', 'e', 0xa1, 'q', 0xa1, 'x', 0x01}},
+		{"wrong type", KindQueuePaused, []byte{0x81, 0xa5, 'q', 'u', 'e', 'u', 'e', 0x01}},
+		{"timestamp ext", KindQueuePaused, []byte{0x81, 0xa5, 'q', 'u', 'e', 'u', 'e', 0xd6, 0xff, 0, 0, 0, 1}},
+		{"trailing bytes", KindQueuePaused, []byte{0x80, 0x80}},
+		{"hostile list", KindWorkflowWaiting, []byte{0x81, 0xa7, 's', 'i', 'g', 'n', 'a', 'l', 's', 0xdd, 0xff, 0xff, 0xff, 0xff}},
+		{"5 MB of 0x91", KindShutdownReport, bytes.Repeat([]byte{0x91}, 5<<20)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := DecodeBody(tc.k, tc.payload)
+			if !errors.Is(err, ErrCorrupt) || b != nil {
+				t.Fatalf("DecodeBody = %v, %v; want ErrCorrupt", b, err)
+			}
+		})
+	}
+}
+
+// TestEncodeValueCanonical: equal values encode to equal bytes, whatever
+// the map iteration order, and decode back.
+func TestEncodeValueCanonical(t *testing.T) {
+	t.Parallel()
+	v := map[string]any{}
+	for _, k := range strings.Split("k j i h g f e d c b a", " ") {
+		v[k] = map[string]any{"z": 1, "y": []any{"x", k}}
+	}
+	first, err := EncodeValue(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		again, _ := EncodeValue(v)
+		if !bytes.Equal(again, first) {
+			t.Fatalf("encoding is not deterministic")
+		}
+	}
+	var back map[string]any
+	if err := DecodeValue(first, &back); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := EncodeValue(back); !bytes.Equal(again, first) {
+		t.Fatalf("decode and re-encode changed the bytes")
+	}
+}
+
+func TestEncodeValueRefusals(t *testing.T) {
+	t.Parallel()
+	var deep any = 1
+	for range DepthMax + 1 {
+		deep = []any{deep}
+	}
+	if _, err := EncodeValue(deep); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("depth 33: %v, want ErrInvalid", err)
+	}
+	if _, err := EncodeValue(make(chan int)); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("chan: %v, want ErrInvalid", err)
+	}
+	if _, err := EncodeValue(make([]byte, ValueBytesMax)); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("over ValueBytesMax: %v, want ErrTooLarge", err)
+	}
+	var ok any = 1
+	for range DepthMax - 1 {
+		ok = []any{ok}
+	}
+	if _, err := EncodeValue(ok); err != nil {
+		t.Fatalf("depth 32: %v", err)
+	}
+}
+
+// TestDecodeValueTimestamps: timestamps of every width decode, are stored
+// in their 96-bit form, and an ext read where a map is expected cannot
+// steer msgpack into a large allocation.
+func TestDecodeValueTimestamps(t *testing.T) {
+	t.Parallel()
+	when := time.Date(2040, 1, 1, 0, 0, 0, 0, time.UTC) // 32-bit form starts with 0x83, a fixmap
+	b, err := EncodeValue(map[string]any{"at": when, "ns": time.Unix(1, 5)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(b, []byte{0xd6, 0xff}) || bytes.Contains(b, []byte{0xd7, 0xff}) {
+		t.Fatalf("EncodeValue left a 32- or 64-bit timestamp: %x", b)
+	}
+	var m map[string]time.Time
+	if err := DecodeValue(b, &m); err != nil || !m["at"].Equal(when) || !m["ns"].Equal(time.Unix(1, 5)) {
+		t.Fatalf("DecodeValue = %v, %v", m, err)
+	}
+	for _, raw := range [][]byte{
+		{0xd6, 0xff, 0x83, 0xaa, 0x7e, 0x80},                             // 32-bit
+		{0xc7, 4, 0xff, 0x83, 0xaa, 0x7e, 0x80},                          // 32-bit in an ext8
+		{0xd7, 0xff, 0, 0, 0, 0, 0x83, 0xaa, 0x7e, 0x80},                 // 64-bit
+		{0xc7, 12, 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0x83, 0xaa, 0x7e, 0x80}, // 96-bit
+	} {
+		var got time.Time
+		if err := DecodeValue(raw, &got); err != nil || !got.Equal(when) {
+			t.Errorf("DecodeValue(%x) = %v, %v; want %v", raw, got, err, when)
+		}
+		var asMap map[string]any
+		if err := DecodeValue(raw, &asMap); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("DecodeValue(%x) into a map = %v, want ErrCorrupt", raw, err)
+		}
+	}
+	for _, raw := range [][]byte{
+		{0xd7, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0},                    // 64-bit, nanoseconds 2^30-1
+		{0xc7, 12, 0xff, 0xdf, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0}, // 96-bit that reads as a map32
+		{0xc7, 12, 0xff, 0x3b, 0x9a, 0xca, 0x00, 0, 0, 0, 0, 0, 0, 0, 0},    // 96-bit, nanoseconds 10^9
+	} {
+		var m map[string]any
+		if err := DecodeValue(raw, &m); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("DecodeValue(%x) = %v, want ErrCorrupt", raw, err)
+		}
+	}
+}
+
+func TestDecodeValueRefusals(t *testing.T) {
+	t.Parallel()
+	var v any
+	if err := DecodeValue(make([]byte, ValueBytesMax+1), &v); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("over ValueBytesMax: %v", err)
+	}
+	if err := DecodeValue([]byte{0xd6, 0x01, 0, 0, 0, 0}, &v); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("ext type 1: %v", err)
+	}
+	if err := DecodeValue([]byte{0xa1, 'x'}, new(int)); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("string into int: %v", err)
+	}
+	// User types may lose fields over time: unknown fields are skipped.
+	type old struct {
+		A int `msgpack:"a"`
+	}
+	b, _ := EncodeValue(map[string]any{"a": 1, "b": []any{1, 2}})
+	var o old
+	if err := DecodeValue(b, &o); err != nil || o.A != 1 {
+		t.Fatalf("DecodeValue into a narrower struct = %+v, %v", o, err)
+	}
+}
