@@ -61,12 +61,27 @@ var rules = map[string]rule{
 	// qctl reads through journal, record and replay; only the commands that
 	// change a journal (retry, signal, cancel) may go through api.
 	"cmd/qctl/...": {
-		quire: []string{"journal", "journal/record", "replay", "deadlines", "api", "cmd/qctl/...", "internal/qctl"},
+		quire: []string{"journal", "journal/record", "replay", "deadlines", "api", "cmd/qctl/...", "internal/qctl", "qctl"},
 		third: []string{kong},
+	},
+	// The importable command logic behind cmd/qctl: the read path only, never
+	// api or scheduler. clock is for the fixed clock that read-only opens
+	// need. Pebble itself is for its tests, which corrupt journals by hand;
+	// the commands read through journal.
+	"qctl": {
+		quire: []string{"journal", "journal/record", "replay", "deadlines", "clock"},
+		third: []string{kong, pebble},
 	},
 	"internal/qctl": {
 		quire: []string{"journal", "journal/record", "replay", "deadlines", "api"},
 		third: []string{kong},
+	},
+	// qbench drives the engine through api and measures raw Pebble synced
+	// commits as the baseline; durable keeps that baseline honest.
+	"cmd/qbench": {
+		quire:   []string{"api", "journal", "journal/record", "clock", "deadlines"},
+		third:   []string{pebble},
+		durable: true,
 	},
 	"tests/property": {
 		quire: []string{"sim", "api", "replay", "journal/record", "journal", "deadlines", "scheduler", "clock", "clock/clocktest"},

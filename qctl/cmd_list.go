@@ -1,0 +1,166 @@
+package qctl
+
+import (
+	"math"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/quire-dev/quire/journal/record"
+	"github.com/quire-dev/quire/replay"
+)
+
+type jobsCmd struct {
+	Queue   string `placeholder:"Q" help:"Only jobs of queue Q."`
+	Status  string `placeholder:"S" help:"Only jobs with status S: pending, processing, buried or completed (comma-separated for several)."`
+	Handler string `placeholder:"H" help:"Only jobs of handler H."`
+	Limit   int    `placeholder:"K" help:"Print at most K jobs (0: all)."`
+}
+
+func (c *jobsCmd) Help() string {
+	return `Lists jobs in enqueue order (JB-2) with status, queue, handler, priority, attempts
+consumed of the maximum, when a pending job becomes available, its workflow and
+step if it is a step job, and its last error. Completed jobs come from the log.
+
+Examples:
+  qctl -d data/journal jobs --status buried
+  qctl -d data/journal jobs --queue mail --status pending,processing --json`
+}
+
+func (c *jobsCmd) Run(x *runCtx) error {
+	statuses := splitList(c.Status)
+	for _, s := range statuses {
+		if !slices.Contains(jobStatusOrder, s) {
+			return usageErr("--status %q: want one of %s", s, strings.Join(jobStatusOrder, ", "))
+		}
+	}
+	if c.Limit < 0 {
+		return usageErr("--limit must be >= 0")
+	}
+	want := func(r jobRow) bool {
+		return (len(statuses) == 0 || slices.Contains(statuses, r.Status)) &&
+			(c.Queue == "" || r.Queue == c.Queue) && (c.Handler == "" || r.Handler == c.Handler)
+	}
+	j, err := x.openJournal(x.dir)
+	if err != nil {
+		return err
+	}
+	defer j.Close()
+	f := newFolder()
+	var rows []jobRow
+	if len(statuses) == 0 || slices.Contains(statuses, "completed") {
+		f.onJobEnd = func(job *replay.Job, r record.Record) {
+			if row := completedRow(job, r); want(row) {
+				rows = append(rows, row)
+			}
+		}
+	}
+	if err := x.foldAll(j, f, "jobs", math.MaxUint64); err != nil {
+		return err
+	}
+	for _, job := range f.st.Jobs {
+		if row := rowOf(job); want(row) {
+			rows = append(rows, row)
+		}
+	}
+	sort.Slice(rows, func(i, k int) bool { return rows[i].EnqueueSeq < rows[k].EnqueueSeq })
+	if c.Limit > 0 && len(rows) > c.Limit {
+		rows = rows[:c.Limit]
+	}
+	now := x.nowFor(j.LastAt())
+	w := x.env.Stdout
+	if x.json {
+		for _, r := range rows {
+			if err := emit(w, r.json()); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	t := newTable(w, jobHeader...)
+	for _, r := range rows {
+		t.row(r.cells(now)...)
+	}
+	return t.flush()
+}
+
+type workflowsCmd struct {
+	Status string `placeholder:"S" help:"Only workflows with status S (running, paused, waiting_for_signal, waiting_for_workflows, failed, completed, cancelled; comma-separated for several)."`
+	Name   string `placeholder:"N" help:"Only workflows named N."`
+	Limit  int    `placeholder:"K" help:"Print at most K workflows (0: all)."`
+}
+
+func (c *workflowsCmd) Help() string {
+	return `Lists workflows in dispatch order with status, current step, start, deadline_at and
+the time remaining before it, and the error of a failed one.
+
+Examples:
+  qctl -d data/journal workflows --status waiting_for_signal
+  qctl -d data/journal workflows --name data_import --limit 10 --json`
+}
+
+func (c *workflowsCmd) Run(x *runCtx) error {
+	statuses := splitList(c.Status)
+	for _, s := range statuses {
+		if !slices.Contains(wfStatuses, s) {
+			return usageErr("--status %q: want one of %s", s, strings.Join(wfStatuses, ", "))
+		}
+	}
+	if c.Limit < 0 {
+		return usageErr("--limit must be >= 0")
+	}
+	j, err := x.openJournal(x.dir)
+	if err != nil {
+		return err
+	}
+	defer j.Close()
+	want := func(w *wfView) bool {
+		return (len(statuses) == 0 || slices.Contains(statuses, w.Status.String())) && (c.Name == "" || w.Name == c.Name)
+	}
+	f := newFolder()
+	var ended []*wfView
+	f.onWorkflowEnd = func(w *replay.Workflow, r record.Record) {
+		if v := endedView(w, r); want(v) {
+			ended = append(ended, v)
+		}
+	}
+	if err := x.foldAll(j, f, "workflows", math.MaxUint64); err != nil {
+		return err
+	}
+	var rows []*wfView
+	for _, w := range allWorkflows(f.st, ended) {
+		if want(w) {
+			rows = append(rows, w)
+		}
+	}
+	if c.Limit > 0 && len(rows) > c.Limit {
+		rows = rows[:c.Limit]
+	}
+	now := x.nowFor(j.LastAt())
+	out := x.env.Stdout
+	if x.json {
+		for _, w := range rows {
+			if err := emit(out, w.json(now)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	t := newTable(out, wfHeader...)
+	for _, w := range rows {
+		t.row(w.cells(now)...)
+	}
+	return t.flush()
+}
+
+// allWorkflows returns the live workflows of st and the ended ones, in
+// dispatch order.
+func allWorkflows(st *replay.State, ended []*wfView) []*wfView {
+	out := make([]*wfView, 0, len(st.Workflows)+len(ended))
+	out = append(out, ended...)
+	for _, w := range st.Workflows {
+		out = append(out, viewOf(w))
+	}
+	sort.Slice(out, func(i, k int) bool { return out[i].StartSeq < out[k].StartSeq })
+	return out
+}

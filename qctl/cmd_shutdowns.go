@@ -1,0 +1,303 @@
+package qctl
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/quire-dev/quire/journal/record"
+)
+
+type shutdownsCmd struct{}
+
+func (c *shutdownsCmd) Help() string {
+	return `Lists every run of the engine (run_started) with its shutdown: trigger, completion,
+whether it was forced, elapsed time against the budget, the phases with their graceful
+and forced outcomes and durations, the report's actions, counters and resource evidence
+(SD-27..SD-30). A run without a report ended without one (a crash or kill), or is still
+running.
+
+Examples:
+  qctl -d data/journal shutdowns
+  qctl -d data/journal shutdowns --json | tail -n 1`
+}
+
+// runView is one run and its shutdown, from the engine stream.
+type runView struct {
+	RunID     string
+	Version   string
+	StartSeq  uint64
+	StartedAt int64
+	Recovered int64
+
+	Initiated *record.ShutdownInitiated
+	InitAt    int64
+	ForcedBy  string
+	ForceAt   int64
+	Phases    []*phaseView
+	Report    *record.ShutdownReport
+	ReportSeq uint64
+	ReportAt  int64
+}
+
+type phaseView struct {
+	Phase            int8
+	Name             string
+	StartAt, EndAt   int64
+	Graceful, Forced string
+}
+
+// dependencyNames are the entries of ShutdownReport.Dependencies, in
+// order (SD-27).
+var dependencyNames = []string{"owned-resources", "signal-monitor", "telemetry"}
+
+func dependencyText(bits uint8) string {
+	if bits&1 == 0 {
+		return "not owned"
+	}
+	var parts []string
+	for i, name := range []string{"owned", "started", "terminal", "succeeded"} {
+		if bits&(1<<i) != 0 {
+			parts = append(parts, name)
+		} else {
+			parts = append(parts, "not "+name)
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+func dependencyJSON(bits uint8) object {
+	return object{{"owned", bits&1 != 0}, {"started", bits&2 != 0}, {"terminal", bits&4 != 0}, {"succeeded", bits&8 != 0}}
+}
+
+func runsOf(x *runCtx, dir string) ([]*runView, string, error) {
+	j, err := x.openJournal(dir)
+	if err != nil {
+		return nil, "", err
+	}
+	defer j.Close()
+	var runs []*runView
+	cur := func(r record.Record) *runView {
+		if len(runs) == 0 {
+			// Shutdown records before any run_started (an older journal).
+			runs = append(runs, &runView{RunID: "(before the first run_started)", StartSeq: r.Seq, StartedAt: r.At})
+		}
+		return runs[len(runs)-1]
+	}
+	it := j.ScanStream(record.EngineStream, 0)
+	defer it.Close()
+	for it.Next() {
+		r := it.Record()
+		switch b := r.Body.(type) {
+		case *record.RunStarted:
+			runs = append(runs, &runView{RunID: b.RunID, Version: b.Version, StartSeq: r.Seq, StartedAt: b.At, Recovered: b.Recovered})
+		case *record.ShutdownInitiated:
+			v := cur(r)
+			v.Initiated, v.InitAt = b, r.At
+		case *record.ShutdownForceRequested:
+			v := cur(r)
+			v.ForcedBy, v.ForceAt = b.Trigger, r.At
+		case *record.ShutdownPhaseStarted:
+			v := cur(r)
+			v.Phases = append(v.Phases, &phaseView{Phase: b.Phase, Name: b.Name, StartAt: r.At})
+		case *record.ShutdownPhaseFinished:
+			v := cur(r)
+			var p *phaseView
+			for i := len(v.Phases) - 1; i >= 0; i-- {
+				if v.Phases[i].Phase == b.Phase && v.Phases[i].EndAt == 0 {
+					p = v.Phases[i]
+					break
+				}
+			}
+			if p == nil {
+				p = &phaseView{Phase: b.Phase, Name: b.Name}
+				v.Phases = append(v.Phases, p)
+			}
+			p.EndAt, p.Graceful, p.Forced = r.At, b.Graceful, b.Forced
+		case *record.ShutdownReport:
+			v := cur(r)
+			v.Report, v.ReportSeq, v.ReportAt = b, r.Seq, r.At
+		}
+	}
+	if err := it.Err(); err != nil {
+		return nil, "", readError(j, err)
+	}
+	return runs, j.Dir(), nil
+}
+
+// verdict says in one line how a run ended.
+func (v *runView) verdict(newest bool) string {
+	switch {
+	case v.Report != nil:
+		forced := "not forced"
+		if v.Report.Forced {
+			forced = "forced"
+		}
+		return fmt.Sprintf("%s, %s", v.Report.Completion, forced)
+	case v.Initiated != nil:
+		return "incomplete: shutdown began but published no report (the process ended during it)"
+	case newest:
+		return "no shutdown yet: still running, or the process ended without one"
+	}
+	return "no shutdown: the process ended without one (crash or kill)"
+}
+
+func (c *shutdownsCmd) Run(x *runCtx) error {
+	runs, _, err := runsOf(x, x.dir)
+	if err != nil {
+		return err
+	}
+	out := x.env.Stdout
+	if x.json {
+		for i, v := range runs {
+			if err := emit(out, v.json(i == len(runs)-1)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if len(runs) == 0 {
+		_, err := fmt.Fprintln(out, "no runs: the journal holds no run_started")
+		return err
+	}
+	for i, v := range runs {
+		if i > 0 {
+			fmt.Fprintln(out)
+		}
+		if err := v.print(x, i == len(runs)-1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (v *runView) print(x *runCtx, newest bool) error {
+	out := x.env.Stdout
+	pairs := []string{
+		"run", fmt.Sprintf("%s (seq %d)", v.RunID, v.StartSeq),
+		"started", fmtTime(v.StartedAt),
+	}
+	if v.Version != "" {
+		pairs = append(pairs, "version", v.Version, "recovered", fmt.Sprintf("%d attempts left open by the run before (DL-44)", v.Recovered))
+	}
+	pairs = append(pairs, "shutdown", v.verdict(newest))
+	if s := v.Initiated; s != nil {
+		pairs = append(pairs, "trigger", fmt.Sprintf("%s at %s; budget %s (G %s, Hr %s)", s.Trigger, fmtTime(s.StartAt),
+			fmtDur(time.Duration(s.TotalNanos)), fmtRel(s.GracefulAt, s.StartAt), fmtRel(s.HardAt, s.StartAt)))
+	}
+	if v.ForceAt != 0 {
+		pairs = append(pairs, "force", fmt.Sprintf("requested by %s at %s", v.ForcedBy, fmtTime(v.ForceAt)))
+	}
+	if r := v.Report; r != nil {
+		pct := ""
+		if r.BudgetNanos > 0 {
+			pct = fmt.Sprintf(" (%d%%)", r.ElapsedNanos*100/r.BudgetNanos)
+		}
+		pairs = append(pairs,
+			"elapsed", fmt.Sprintf("%s of %s budget%s", fmtDur(time.Duration(r.ElapsedNanos)), fmtDur(time.Duration(r.BudgetNanos)), pct),
+			"report", fmt.Sprintf("seq %d at %s", v.ReportSeq, fmtTime(v.ReportAt)),
+			"evidence", fmt.Sprintf("coordinator accounted %s, complete %s; runtime joined %s; drain reconciled %s; close reconciled %s",
+				yesNo(r.CoordinatorAccounted), yesNo(r.CoordinatorComplete), yesNo(r.RuntimeJoined), yesNo(r.DrainReconciled), yesNo(r.CloseReconciled)),
+			"counters", fmt.Sprintf("drained %d, released unstarted %d, released %d, unresolved %d, quarantined %d",
+				r.Drained, r.ReleasedUnstarted, r.Released, r.Unresolved, r.Quarantined),
+		)
+		for i, name := range dependencyNames {
+			k := ""
+			if i == 0 {
+				k = "resources"
+			}
+			bits := uint8(0)
+			if i < len(r.Dependencies) {
+				bits = r.Dependencies[i]
+			}
+			pairs = append(pairs, k, name+": "+dependencyText(bits))
+		}
+		pairs = append(pairs, "failure code", orDash(r.FailureCode))
+	}
+	if err := kv(out, pairs...); err != nil {
+		return err
+	}
+	if len(v.Phases) > 0 {
+		fmt.Fprintln(out)
+		base := v.InitAt
+		if v.Initiated != nil {
+			base = v.Initiated.StartAt
+		}
+		t := newTable(out, "PHASE", "NAME", "STARTED", "TOOK", "GRACEFUL", "FORCED")
+		for _, p := range v.Phases {
+			took := "unfinished"
+			if p.EndAt != 0 && p.StartAt != 0 {
+				took = fmtDur(time.Duration(p.EndAt - p.StartAt))
+			}
+			started := ""
+			if p.StartAt != 0 {
+				started = fmtRel(p.StartAt, base)
+			}
+			t.row(fmt.Sprint(p.Phase), p.Name, started, took, p.Graceful, p.Forced)
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+	}
+	if r := v.Report; r != nil && len(r.ActionComponents) > 0 {
+		fmt.Fprintln(out)
+		t := newTable(out, "ACTION", "PHASE", "COMPONENT", "GRACEFUL", "FORCED")
+		for i, comp := range r.ActionComponents {
+			t.row(fmt.Sprint(i+1), fmt.Sprint(at(r.ActionPhases, i)), comp, at(r.ActionGraceful, i), at(r.ActionForced, i))
+		}
+		return t.flush()
+	}
+	return nil
+}
+
+func at[T any](s []T, i int) T {
+	var zero T
+	if i < len(s) {
+		return s[i]
+	}
+	return zero
+}
+
+func (v *runView) json(newest bool) object {
+	o := object{
+		{"type", "run"}, {"run_id", v.RunID}, {"version", v.Version}, {"start_seq", v.StartSeq},
+		{"started_at", jsonTime(v.StartedAt)}, {"recovered", v.Recovered}, {"verdict", v.verdict(newest)},
+	}
+	if s := v.Initiated; s != nil {
+		o = append(o, member{"shutdown", object{
+			{"trigger", s.Trigger}, {"start", jsonTime(s.StartAt)}, {"total_ns", s.TotalNanos},
+			{"g", jsonTime(s.GracefulAt)}, {"hr", jsonTime(s.HardAt)},
+		}})
+	}
+	if v.ForceAt != 0 {
+		o = append(o, member{"force", object{{"trigger", v.ForcedBy}, {"at", jsonTime(v.ForceAt)}}})
+	}
+	phases := make([]object, 0, len(v.Phases))
+	for _, p := range v.Phases {
+		po := object{{"phase", p.Phase}, {"name", p.Name}, {"started_at", jsonTime(p.StartAt)}, {"finished_at", jsonTime(p.EndAt)},
+			{"graceful", p.Graceful}, {"forced", p.Forced}}
+		phases = append(phases, po)
+	}
+	o = append(o, member{"phases", phases})
+	if r := v.Report; r != nil {
+		deps := object{}
+		for i, name := range dependencyNames {
+			deps = append(deps, member{name, dependencyJSON(at(r.Dependencies, i))})
+		}
+		actions := make([]object, 0, len(r.ActionComponents))
+		for i, comp := range r.ActionComponents {
+			actions = append(actions, object{{"phase", at(r.ActionPhases, i)}, {"component", comp},
+				{"graceful", at(r.ActionGraceful, i)}, {"forced", at(r.ActionForced, i)}})
+		}
+		o = append(o, member{"report", object{
+			{"seq", v.ReportSeq}, {"completion", r.Completion}, {"forced", r.Forced}, {"trigger", r.Trigger},
+			{"initiated_at", jsonTime(r.InitiatedAt)}, {"budget_ns", r.BudgetNanos}, {"elapsed_ns", r.ElapsedNanos},
+			{"coordinator_accounted", r.CoordinatorAccounted}, {"coordinator_complete", r.CoordinatorComplete},
+			{"runtime_joined", r.RuntimeJoined}, {"drain_reconciled", r.DrainReconciled}, {"close_reconciled", r.CloseReconciled},
+			{"dependencies", deps}, {"actions", actions},
+			{"drained", r.Drained}, {"released_unstarted", r.ReleasedUnstarted}, {"released", r.Released},
+			{"unresolved", r.Unresolved}, {"quarantined", r.Quarantined}, {"failure_code", r.FailureCode},
+		}})
+	}
+	return o
+}

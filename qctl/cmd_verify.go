@@ -1,0 +1,445 @@
+package qctl
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/quire-dev/quire/journal"
+	"github.com/quire-dev/quire/journal/record"
+	"github.com/quire-dev/quire/replay"
+)
+
+type verifyCmd struct {
+	Path string `arg:"" optional:"" name:"dir" placeholder:"DIR" help:"Journal directory (default: --dir)."`
+}
+
+func (c *verifyCmd) Help() string {
+	return `Checks, in bounded memory: every record's checksum, header and decode; the prevSum
+chain; seq continuity; append times never going back; the per-stream index both ways;
+the snapshots (their checks, and that each equals the replay of the log up to its seq);
+the terminal index (each completed job's summary agrees with replay); and a full replay
+(every record is a transition replay accepts). Every problem names its seq and stream.
+Exit code 0 only when every check holds, 1 when one does not, 2 when the directory
+cannot be read at all.
+
+Examples:
+  qctl verify data/journal
+  qctl verify data/journal --json | grep '"type":"problem"'`
+}
+
+// The checks verify reports, in the order it prints them.
+const (
+	checkRecords    = "records"
+	checkChain      = "chain"
+	checkContinuity = "seq continuity"
+	checkTimeOrder  = "time order"
+	checkStreams    = "stream index"
+	checkSnapshots  = "snapshots"
+	checkIndex      = "terminal index"
+	checkReplay     = "replay"
+)
+
+var checkOrder = []string{checkRecords, checkChain, checkContinuity, checkTimeOrder, checkStreams, checkSnapshots, checkIndex, checkReplay}
+
+type problem struct {
+	Check  string
+	Seq    uint64
+	Stream string
+	Reason string
+}
+
+// classify assigns a problem journal.Verify found to a check.
+func classify(reason string) string {
+	switch {
+	case strings.HasPrefix(reason, "snapshot"):
+		return checkSnapshots
+	case strings.Contains(reason, "missing") && strings.HasPrefix(reason, "record"):
+		return checkContinuity
+	case strings.HasPrefix(reason, "chain"):
+		return checkChain
+	case strings.Contains(reason, "before the previous record"):
+		return checkTimeOrder
+	case strings.Contains(reason, "s/ "):
+		return checkStreams
+	case strings.Contains(reason, "index key"):
+		return checkIndex
+	}
+	return checkRecords
+}
+
+type verifier struct {
+	problems []problem
+	dropped  int
+
+	rep           *journal.Report // nil when the journal did not open
+	replayed      uint64          // last seq replay folded
+	replayStop    string          // why replay stopped before the end, if it did
+	indexChecked  int64           // terminal-index entries checked against replay
+	snapsCompared int             // snapshots compared with replay
+}
+
+func (v *verifier) add(p problem) {
+	if len(v.problems) >= journal.ProblemsMax {
+		v.dropped++
+		return
+	}
+	v.problems = append(v.problems, p)
+}
+
+func (c *verifyCmd) Run(x *runCtx) error {
+	dir := x.pick(c.Path)
+	j, err := x.openJournal(dir)
+	if err != nil {
+		var ce *journal.CorruptError
+		if errors.As(err, &ce) {
+			// Damage found at open (a WAL or table Pebble refuses): a
+			// finding, not a usage error.
+			return x.verifyReport(dir, &verifier{problems: []problem{{Check: checkRecords, Seq: ce.Seq, Stream: ce.Stream, Reason: openDamage(ce)}}})
+		}
+		return err
+	}
+	defer j.Close()
+	// The journal's own pass and the replay pass read independently: run
+	// them side by side.
+	type verified struct {
+		rep journal.Report
+		err error
+	}
+	done := make(chan verified, 1)
+	go func() {
+		rep, err := j.Verify()
+		done <- verified{rep, err}
+	}()
+	v := &verifier{}
+	res, err := c.replayPass(x, j, v)
+	jv := <-done
+	if err != nil {
+		return err
+	}
+	if jv.err != nil && jv.rep.OK() {
+		return readError(j, jv.err)
+	}
+	// Problems in check order: the journal's first, then replay's.
+	out := &verifier{dropped: jv.rep.Dropped + v.dropped, rep: &jv.rep,
+		replayed: res.replayed, replayStop: res.replayStop, indexChecked: res.indexChecked, snapsCompared: res.snapsCompared}
+	for _, p := range jv.rep.Problems {
+		out.add(problem{Check: classify(p.Reason), Seq: p.Seq, Stream: p.Stream, Reason: p.Reason})
+	}
+	for _, p := range v.problems {
+		if p.Check == checkRecords && out.has(p.Seq) {
+			continue // the journal's pass named it already
+		}
+		out.add(p)
+	}
+	return x.verifyReport(j.Dir(), out)
+}
+
+// replayPass checks the snapshots, replays the whole log and checks the
+// terminal index against it, adding problems to v. It returns its counts
+// in a verifier; an error means the pass could not run.
+func (c *verifyCmd) replayPass(x *runCtx, j *journal.Journal, v *verifier) (*verifier, error) {
+	res := &verifier{}
+
+	// Snapshots must equal the replay of the log up to their seq.
+	digests := map[uint64][32]byte{}
+	snaps := j.Snapshots()
+	for snaps.Next() {
+		s := snaps.Snapshot()
+		if s.Err != nil {
+			continue // journal.Verify reported it
+		}
+		st, err := replay.Decode(s.State)
+		switch {
+		case err != nil:
+			v.add(problem{Check: checkSnapshots, Seq: s.Seq, Reason: fmt.Sprintf("snapshot does not decode: %v", err)})
+		case st.LastSeq != s.Seq:
+			v.add(problem{Check: checkSnapshots, Seq: s.Seq, Reason: fmt.Sprintf("snapshot stored at seq %d holds the state of seq %d", s.Seq, st.LastSeq)})
+		default:
+			digests[s.Seq] = replay.Digest(st)
+		}
+	}
+	serr := snaps.Err()
+	snaps.Close()
+	if serr != nil {
+		return nil, readError(j, serr)
+	}
+
+	// Replay: every record is a transition replay accepts; each completed
+	// job's terminal-index summary agrees with it.
+	f := newFolder()
+	f.onJobEnd = func(job *replay.Job, r record.Record) {
+		res.indexChecked++
+		if p := checkSummary(j, job, r); p != nil {
+			v.add(*p)
+		}
+	}
+	f.onWorkflowEnd = func(w *replay.Workflow, r record.Record) {
+		res.indexChecked++
+		if p := checkWorkflowSummary(j, w, r); p != nil {
+			v.add(*p)
+		}
+	}
+	it := j.Scan(1, math.MaxUint64)
+	p := x.progress("verify", j.LastSeq())
+	for it.Next() {
+		r := it.Record()
+		if b, ok := r.Body.(*record.WorkflowStarted); ok && b.IdempotencyKey != "" {
+			res.indexChecked++
+			if p := checkIdempotency(j, b, r); p != nil {
+				v.add(*p)
+			}
+		}
+		if err := f.apply(r); err != nil {
+			var ae *replay.ApplyError
+			if errors.As(err, &ae) {
+				v.add(problem{Check: checkReplay, Seq: ae.Seq, Stream: ae.Stream, Reason: fmt.Sprintf("%s: %v", ae.Kind, ae.Err)})
+			} else {
+				v.add(problem{Check: checkReplay, Seq: r.Seq, Stream: r.Stream, Reason: err.Error()})
+			}
+			res.replayStop = fmt.Sprintf("replay refused seq %d; later records were not replayed", r.Seq)
+			break
+		}
+		res.replayed = r.Seq
+		if _, ok := digests[r.Seq]; ok {
+			res.snapsCompared++
+		}
+		if d, ok := digests[r.Seq]; ok && replay.Digest(f.st) != d {
+			v.add(problem{Check: checkSnapshots, Seq: r.Seq, Stream: r.Stream,
+				Reason: fmt.Sprintf("snapshot differs from the replay of seqs 1..%d (digest %s, replay %s)", r.Seq, short(d), short(replay.Digest(f.st)))})
+		}
+		p.step(r.Seq)
+	}
+	p.done()
+	if err := it.Err(); err != nil {
+		var ce *journal.CorruptError
+		if errors.As(err, &ce) {
+			v.add(problem{Check: checkRecords, Seq: ce.Seq, Stream: ce.Stream, Reason: ce.Reason})
+			res.replayStop = fmt.Sprintf("seq %d cannot be read; replay stopped there", ce.Seq)
+		} else {
+			it.Close()
+			return nil, readError(j, err)
+		}
+	}
+	it.Close()
+	return res, nil
+}
+
+func short(d [32]byte) string { return hex.EncodeToString(d[:8]) }
+
+func (v *verifier) has(seq uint64) bool {
+	for _, p := range v.problems {
+		if p.Seq == seq {
+			return true
+		}
+	}
+	return false
+}
+
+// openDamage is the reason of a CorruptError from journal.Open.
+func openDamage(ce *journal.CorruptError) string {
+	s := ce.Reason
+	if ce.File != "" {
+		s += " in file " + ce.File
+	}
+	if ce.Err != nil {
+		s += ": " + ce.Err.Error()
+	}
+	return s
+}
+
+// checkSummary checks the terminal-index entry of a job that r completes.
+func checkSummary(j *journal.Journal, job *replay.Job, r record.Record) *problem {
+	bad := func(format string, args ...any) *problem {
+		return &problem{Check: checkIndex, Seq: r.Seq, Stream: r.Stream, Reason: fmt.Sprintf("job %s: ", job.ID) + fmt.Sprintf(format, args...)}
+	}
+	b, ok, err := j.Index(job.ID)
+	switch {
+	case err != nil:
+		return bad("terminal index unreadable: %v", err)
+	case !ok:
+		return bad("completed by this record but has no terminal-index entry")
+	}
+	s, err := replay.DecodeSummary(b)
+	if err != nil {
+		return bad("terminal-index entry does not decode: %v", err)
+	}
+	want := replay.Summarize(job)
+	want.Status = replay.JobCompleted
+	switch {
+	case s.ID != job.ID:
+		return bad("terminal-index entry names job %s", s.ID)
+	case s.Status != replay.JobCompleted:
+		return bad("terminal-index status %s, replay says completed", s.Status)
+	case s.Seq != r.Seq:
+		return bad("terminal-index entry names seq %d as the end, replay says %d", s.Seq, r.Seq)
+	case s.Attempts != want.Attempts || s.Consumed != want.Consumed:
+		return bad("terminal index says %d attempts (%d consumed), replay %d (%d)", s.Attempts, s.Consumed, want.Attempts, want.Consumed)
+	case s.Handler != want.Handler || s.Queue != want.Queue || s.WorkflowID != want.WorkflowID:
+		return bad("terminal index says handler %q queue %q workflow %q, replay %q %q %q", s.Handler, s.Queue, s.WorkflowID, want.Handler, want.Queue, want.WorkflowID)
+	}
+	return nil
+}
+
+// checkWorkflowSummary checks the terminal-index entry of a workflow that
+// r completes or cancels.
+func checkWorkflowSummary(j *journal.Journal, w *replay.Workflow, r record.Record) *problem {
+	bad := func(format string, args ...any) *problem {
+		return &problem{Check: checkIndex, Seq: r.Seq, Stream: r.Stream, Reason: fmt.Sprintf("workflow %s: ", w.ID) + fmt.Sprintf(format, args...)}
+	}
+	want := replay.WorkflowCompleted
+	if r.Kind() == record.KindWorkflowCancelled {
+		want = replay.WorkflowCancelled
+	}
+	b, ok, err := j.Index(w.ID)
+	switch {
+	case err != nil:
+		return bad("terminal index unreadable: %v", err)
+	case !ok:
+		return bad("%s by this record but has no terminal-index entry", want)
+	}
+	s, err := replay.DecodeWorkflowSummary(b)
+	switch {
+	case err != nil:
+		return bad("terminal-index entry does not decode: %v", err)
+	case s.ID != w.ID:
+		return bad("terminal-index entry names workflow %s", s.ID)
+	case s.Seq != r.Seq:
+		return bad("terminal-index entry names seq %d as the end, replay says %d", s.Seq, r.Seq)
+	case s.Status != want:
+		return bad("terminal-index status %s, replay says %s", s.Status, want)
+	case s.Name != w.Name || s.Step != w.Step || s.DeadlineAt != w.DeadlineAt:
+		return bad("terminal index says name %q step %d deadline_at %d, replay %q %d %d", s.Name, s.Step, s.DeadlineAt, w.Name, w.Step, w.DeadlineAt)
+	}
+	return nil
+}
+
+// checkIdempotency checks that an idempotency key used by a dispatch is
+// reserved in the terminal index (WF-14).
+func checkIdempotency(j *journal.Journal, b *record.WorkflowStarted, r record.Record) *problem {
+	bad := func(format string, args ...any) *problem {
+		return &problem{Check: checkIndex, Seq: r.Seq, Stream: r.Stream, Reason: fmt.Sprintf("idempotency key %q: ", b.IdempotencyKey) + fmt.Sprintf(format, args...)}
+	}
+	v, ok, err := j.Index(replay.IdempotencyPrefix + b.IdempotencyKey)
+	switch {
+	case err != nil:
+		return bad("terminal index unreadable: %v", err)
+	case !ok:
+		return bad("used by this dispatch but not reserved in the terminal index")
+	}
+	idem, err := replay.DecodeIdempotent(v)
+	switch {
+	case err != nil:
+		return bad("terminal-index entry does not decode: %v", err)
+	case idem.WorkflowID != b.WorkflowID:
+		return bad("reserved for workflow %s, used by %s", idem.WorkflowID, b.WorkflowID)
+	}
+	return nil
+}
+
+func (x *runCtx) verifyReport(dir string, v *verifier) error {
+	rep := v.rep
+	failed := map[string]int{}
+	for _, p := range v.problems {
+		failed[p.Check]++
+	}
+	ok := len(v.problems) == 0 && v.dropped == 0
+	partial := ""
+	if v.replayStop != "" {
+		partial = fmt.Sprintf(" up to seq %d", v.replayed)
+	}
+	result := func(check string) string {
+		if n := failed[check]; n > 0 {
+			return fmt.Sprintf("FAIL (%d)", n)
+		}
+		if rep == nil {
+			return "not run"
+		}
+		switch check {
+		case checkSnapshots:
+			return fmt.Sprintf("ok (%d stored, %d compared with replay)", rep.Snapshots, v.snapsCompared)
+		case checkIndex:
+			return fmt.Sprintf("ok (%d entries, %d checked against replay%s)", rep.IndexEntries, v.indexChecked, partial)
+		case checkReplay:
+			if v.replayStop != "" {
+				return fmt.Sprintf("incomplete (%d of %d records): %s", v.replayed, rep.LastSeq, v.replayStop)
+			}
+			return fmt.Sprintf("ok (%d records)", v.replayed)
+		case checkStreams:
+			return fmt.Sprintf("ok (%d streams)", rep.Streams)
+		}
+		return "ok"
+	}
+	out := x.env.Stdout
+	if x.json {
+		for _, p := range v.problems {
+			if err := emit(out, object{{"type", "problem"}, {"check", p.Check}, {"seq", p.Seq}, {"stream", p.Stream}, {"reason", p.Reason}}); err != nil {
+				return err
+			}
+		}
+		checks := object{}
+		for _, c := range checkOrder {
+			checks = append(checks, member{strings.ReplaceAll(c, " ", "_"), failed[c] == 0 && rep != nil})
+		}
+		o := object{{"type", "verify"}, {"dir", dir}, {"ok", ok}, {"problems", len(v.problems) + v.dropped}}
+		if rep != nil {
+			o = append(o, member{"first_seq", rep.FirstSeq}, member{"last_seq", rep.LastSeq}, member{"records", rep.Records},
+				member{"bytes", rep.Bytes}, member{"streams", rep.Streams}, member{"snapshots", rep.Snapshots},
+				member{"index_entries", rep.IndexEntries}, member{"replayed", v.replayed}, member{"index_checked", v.indexChecked},
+				member{"snapshots_compared", v.snapsCompared})
+		}
+		o = append(o, member{"checks", checks})
+		if v.replayStop != "" {
+			o = append(o, member{"replay_stopped", v.replayStop})
+		}
+		if err := emit(out, o); err != nil {
+			return err
+		}
+	} else {
+		pairs := []string{"journal", dir}
+		if rep != nil {
+			pairs = append(pairs, "seq", fmt.Sprintf("%d..%d (%d records intact, %s)", rep.FirstSeq, rep.LastSeq, rep.Records, fmtBytes(rep.Bytes)))
+		}
+		if err := kv(out, pairs...); err != nil {
+			return err
+		}
+		fmt.Fprintln(out)
+		t := newTable(out, "CHECK", "RESULT")
+		for _, c := range checkOrder {
+			t.row(c, result(c))
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+		if len(v.problems) > 0 {
+			fmt.Fprintln(out)
+			t := newTable(out, "CHECK", "SEQ", "STREAM", "PROBLEM")
+			for _, p := range v.problems {
+				t.row(p.Check, fmt.Sprint(p.Seq), p.Stream, p.Reason)
+			}
+			if err := t.flush(); err != nil {
+				return err
+			}
+		}
+		fmt.Fprintln(out)
+		if ok {
+			fmt.Fprintln(out, "OK: every check holds")
+		} else {
+			n := len(v.problems) + v.dropped
+			fmt.Fprintf(out, "FAIL: %d problem%s\n", n, plural(n))
+		}
+	}
+	if !ok {
+		return silentFindings
+	}
+	return nil
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}

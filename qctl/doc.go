@@ -1,0 +1,33 @@
+// Package qctl is the command logic of the qctl tool (DESIGN.md §7): it
+// answers "what happened, what is stuck, what will fire next, did the last
+// shutdown succeed" from a journal directory alone, with no engine running.
+//
+// It owns the command line (kong), the commands (inspect, workflows, jobs,
+// show, events, timers, deadlines, shutdowns, verify, state) and their two
+// output forms: aligned tables for people and one JSON object per line for
+// machines. Every command writes to the io.Writers of its [Env]; the
+// program in cmd/qctl only wires the process to [Main].
+//
+// It reads through journal, journal/record and replay, and imports neither
+// api nor scheduler: journals are opened read-only, and commands that
+// change a journal belong to api. It never reads the wall clock: the
+// instant that remaining and overdue times are measured against comes in
+// through [Env.Now] (or --now), and progress pacing through
+// [Env.ElapsedFunc].
+//
+// Exit codes are stable: [ExitOK] (0); [ExitFindings] (1: verify found a
+// problem, replay refused a record, or a show or state request found
+// nothing); [ExitUsage] (2: bad arguments, or input that cannot be read: a
+// missing directory, a file, a directory that holds no journal, a newer
+// format, a directory locked by a running engine, corruption met outside
+// verify).
+//
+// # Usage
+//
+//	code := qctl.Main(ctx, []string{"inspect", "data/journal"}, qctl.Env{
+//		Stdout: os.Stdout,
+//		Stderr: os.Stderr,
+//		Now:    now, // the caller's clock
+//	})
+//	os.Exit(code)
+package qctl

@@ -1,0 +1,210 @@
+package qctl_test
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/quire-dev/quire/clock/clocktest"
+	"github.com/quire-dev/quire/journal"
+	"github.com/quire-dev/quire/journal/record"
+	"github.com/quire-dev/quire/qctl"
+)
+
+// editStore opens the fixture's Pebble store directly and lets edit change
+// its keys, as a damaged disk or a hand edit would.
+func editStore(t *testing.T, fs vfs.FS, dir string, edit func(db *pebble.DB)) {
+	t.Helper()
+	db, err := pebble.Open(dir, &pebble.Options{FS: fs, Logger: quietLogger{}})
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	edit(db)
+	if err := db.Close(); err != nil {
+		t.Fatalf("close store: %v", err)
+	}
+}
+
+// quietLogger keeps Pebble's informational lines out of the test output.
+type quietLogger struct{}
+
+func (quietLogger) Infof(string, ...any)  {}
+func (quietLogger) Errorf(string, ...any) {}
+func (quietLogger) Fatalf(format string, args ...any) {
+	panic(fmt.Sprintf(format, args...))
+}
+
+func get(t *testing.T, db *pebble.DB, key []byte) []byte {
+	t.Helper()
+	v, closer, err := db.Get(key)
+	if err != nil {
+		t.Fatalf("get %q: %v", key, err)
+	}
+	out := append([]byte(nil), v...)
+	closer.Close()
+	return out
+}
+
+func set(t *testing.T, db *pebble.DB, key, val []byte) {
+	t.Helper()
+	if err := db.Set(key, val, pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func wantExit(t *testing.T, fs vfs.FS, code int, stderrHas string, args ...string) string {
+	t.Helper()
+	got, stdout, stderr := run(t, fs, args...)
+	if got != code {
+		t.Fatalf("qctl %s: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), got, code, stdout, stderr)
+	}
+	if !strings.Contains(stderr, stderrHas) {
+		t.Fatalf("qctl %s: stderr %q does not say %q", strings.Join(args, " "), stderr, stderrHas)
+	}
+	return stdout
+}
+
+// TestUnreadableInput: a missing directory, a file, an empty directory, a
+// directory of something else, a newer format version and a record of a
+// newer envelope version all exit 2 with a message that says which.
+func TestUnreadableInput(t *testing.T) {
+	t.Parallel()
+	tmp := t.TempDir()
+	file := filepath.Join(tmp, "file")
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(tmp, "empty")
+	other := filepath.Join(tmp, "other")
+	for _, d := range []string{empty, other} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(other, "notes.txt"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	osfs := vfs.Default
+	for _, cmd := range []string{"inspect", "verify", "state"} {
+		wantExit(t, osfs, qctl.ExitUsage, "does not exist", cmd, filepath.Join(tmp, "missing"))
+		wantExit(t, osfs, qctl.ExitUsage, "is a file, not a journal directory", cmd, file)
+		wantExit(t, osfs, qctl.ExitUsage, "is not a quire journal", cmd, empty)
+		wantExit(t, osfs, qctl.ExitUsage, "is not a quire journal", cmd, other)
+	}
+	for _, cmd := range []string{"jobs", "workflows", "events", "timers", "deadlines", "shutdowns"} {
+		wantExit(t, osfs, qctl.ExitUsage, "does not exist", "-d", filepath.Join(tmp, "missing"), cmd)
+	}
+
+	t.Run("newer format", func(t *testing.T) {
+		t.Parallel()
+		fs := fixture(t)
+		editStore(t, fs, fixtureDir, func(db *pebble.DB) {
+			set(t, db, []byte("m/format"), binary.BigEndian.AppendUint64(nil, journal.FormatVersion+1))
+		})
+		wantExit(t, fs, qctl.ExitUsage, "written by a newer version of quire", "inspect", fixtureDir)
+		wantExit(t, fs, qctl.ExitUsage, "written by a newer version of quire", "verify", fixtureDir)
+	})
+
+	t.Run("newer record version", func(t *testing.T) {
+		t.Parallel()
+		fs := fixture(t)
+		editStore(t, fs, fixtureDir, func(db *pebble.DB) {
+			key := record.LogKey(10)
+			v := get(t, db, key)
+			v[2] = record.Version + 1
+			body := v[:len(v)-4]
+			binary.BigEndian.PutUint32(v[len(v)-4:], record.Checksum(append(append([]byte(nil), key...), body...)))
+			set(t, db, key, v)
+		})
+		wantExit(t, fs, qctl.ExitUsage, "newer version of quire", "inspect", fixtureDir)
+	})
+}
+
+// TestLockedDirectory: a directory held by a running engine (here its
+// journal, open read-write) gets the message on taking a checkpoint, and
+// the checkpoint itself reads.
+func TestLockedDirectory(t *testing.T) {
+	t.Parallel()
+	const hint = "is in use by a running engine; take a checkpoint with Engine.Checkpoint(dir) and inspect that"
+	for _, onDisk := range []bool{false, true} {
+		var fs vfs.FS = vfs.NewMem()
+		dir := fixtureDir
+		if onDisk {
+			fs, dir = vfs.Default, filepath.Join(t.TempDir(), "db")
+		}
+		buildFixture(t, fs, dir)
+		j, err := journal.Open(dir, journal.Options{FS: fs, Clock: clocktest.New(t0)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantExit(t, fs, qctl.ExitUsage, hint, "inspect", dir)
+		wantExit(t, fs, qctl.ExitUsage, hint, "-d", dir, "events")
+		cp := dir + "-checkpoint"
+		if err := j.Checkpoint(cp); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := j.Append(context.Background(), rec(engine, &record.Debug{Subject: "test", Code: "AFTER_CHECKPOINT"})); err != nil {
+			t.Fatal(err)
+		}
+		stdout := wantExit(t, fs, qctl.ExitOK, "", "verify", cp)
+		if !strings.Contains(stdout, "OK: every check holds") {
+			t.Fatalf("verify of the checkpoint:\n%s", stdout)
+		}
+		if err := j.Close(); err != nil {
+			t.Fatal(err)
+		}
+		wantExit(t, fs, qctl.ExitOK, "", "inspect", dir)
+	}
+}
+
+// TestUsageErrors: bad arguments exit 2 and say what is wrong.
+func TestUsageErrors(t *testing.T) {
+	t.Parallel()
+	fs := fixture(t)
+	cases := []struct {
+		args []string
+		says string
+	}{
+		{[]string{"frobnicate"}, "unexpected argument frobnicate"},
+		{[]string{"-d", fixtureDir, "jobs", "--status", "done"}, `--status "done": want one of pending, processing, buried, completed`},
+		{[]string{"-d", fixtureDir, "workflows", "--status", "asleep"}, `--status "asleep"`},
+		{[]string{"-d", fixtureDir, "jobs", "--limit=-1"}, "--limit must be >= 0"},
+		{[]string{"-d", fixtureDir, "events", "--kind", "job_done"}, `--kind "job_done" is not a record kind`},
+		{[]string{"-d", fixtureDir, "events", "--since", "yesterday"}, "--since"},
+		{[]string{"-d", fixtureDir, "events", "--from", "9", "--to", "3"}, "--from 9 is after --to 3"},
+		{[]string{"-d", fixtureDir, "events", "--follow"}, "--follow is not available"},
+		{[]string{"--now", "noon", "-d", fixtureDir, "timers"}, "--now"},
+		{[]string{"-d", fixtureDir, "show"}, `expected "<id>"`},
+		{[]string{"-d", fixtureDir, "show", strings.Repeat("x", 200)}, "is not a job or workflow id"},
+		{[]string{"state", fixtureDir, "--at", "x"}, "--at"},
+	}
+	for _, c := range cases {
+		wantExit(t, fs, qctl.ExitUsage, c.says, c.args...)
+	}
+}
+
+// TestEmptyJournal: a journal with no record yet reads as empty, not as
+// an error.
+func TestEmptyJournal(t *testing.T) {
+	t.Parallel()
+	fs := vfs.NewMem()
+	newFx(t, fs, fixtureDir).close()
+	for _, args := range [][]string{
+		{"inspect", fixtureDir}, {"verify", fixtureDir}, {"state", fixtureDir},
+		{"-d", fixtureDir, "jobs"}, {"-d", fixtureDir, "workflows"}, {"-d", fixtureDir, "events"},
+		{"-d", fixtureDir, "timers"}, {"-d", fixtureDir, "deadlines"}, {"-d", fixtureDir, "shutdowns"},
+		{"--json", "inspect", fixtureDir}, {"--json", "verify", fixtureDir},
+	} {
+		if code, stdout, stderr := run(t, fs, args...); code != qctl.ExitOK {
+			t.Fatalf("qctl %s: exit %d\n%s%s", strings.Join(args, " "), code, stdout, stderr)
+		}
+	}
+	wantExit(t, fs, qctl.ExitFindings, "holds no job or workflow", "-d", fixtureDir, "show", jobOK)
+}

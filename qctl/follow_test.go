@@ -1,0 +1,110 @@
+package qctl_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/quire-dev/quire/clock/clocktest"
+	"github.com/quire-dev/quire/journal"
+	"github.com/quire-dev/quire/journal/record"
+	"github.com/quire-dev/quire/qctl"
+)
+
+func appendDebug(t *testing.T, fs vfs.FS, code string) {
+	t.Helper()
+	j, err := journal.Open(fixtureDir, journal.Options{FS: fs, Clock: clocktest.New(t0.Add(2 * time.Hour))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Append(context.Background(), rec(engine, &record.Debug{Subject: "follow", Code: code})); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestEventsFollow: --follow prints the records that appear between polls,
+// waits out a directory an engine holds, and ends cleanly on Ctrl-C.
+func TestEventsFollow(t *testing.T) {
+	t.Parallel()
+	fs := fixture(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var held *journal.Journal
+	polls := 0
+	var out, errb bytes.Buffer
+	env := qctl.Env{Stdout: &out, Stderr: &errb, FS: fs, Now: fixtureNow, WaitFunc: func(ctx context.Context) error {
+		polls++
+		switch polls {
+		case 1:
+			appendDebug(t, fs, "FIRST")
+		case 2:
+			var err error
+			held, err = journal.Open(fixtureDir, journal.Options{FS: fs, Clock: clocktest.New(t0.Add(3 * time.Hour))})
+			if err != nil {
+				t.Fatal(err)
+			}
+		case 3:
+			if err := held.Close(); err != nil {
+				t.Fatal(err)
+			}
+			appendDebug(t, fs, "SECOND")
+		default:
+			cancel()
+			return ctx.Err()
+		}
+		return nil
+	}}
+	code := qctl.Main(ctx, []string{"-d", fixtureDir, "events", "--follow", "--kind", "debug"}, env)
+	if code != qctl.ExitOK {
+		t.Fatalf("exit %d, stderr %s", code, errb.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 4 || !strings.Contains(lines[1], "DEADLINE_HANDLER_FAILED") ||
+		!strings.Contains(lines[2], " 67 ") || !strings.Contains(lines[2], "FIRST") ||
+		!strings.Contains(lines[3], " 68 ") || !strings.Contains(lines[3], "SECOND") {
+		t.Fatalf("follow printed:\n%s", out.String())
+	}
+	if n := strings.Count(errb.String(), "in use by a running engine"); n != 1 {
+		t.Fatalf("stderr warned %d times about the lock: %q", n, errb.String())
+	}
+}
+
+// TestProgress: a long scan on a terminal shows progress and erases it.
+func TestProgress(t *testing.T) {
+	t.Parallel()
+	fs := vfs.NewMem()
+	f := newFx(t, fs, fixtureDir)
+	recs := make([]record.Record, 1000)
+	for i := 0; i < 5; i++ {
+		for k := range recs {
+			recs[k] = rec(engine, &record.Debug{Subject: "load", Code: fmt.Sprint(i*1000 + k)})
+		}
+		f.append(nil, recs...)
+	}
+	f.close()
+	var out, progress bytes.Buffer
+	env := qctl.Env{Stdout: &out, FS: fs, Now: fixtureNow, Progress: &progress,
+		ElapsedFunc: func() time.Duration { return 2 * time.Second }}
+	if code := qctl.Main(context.Background(), []string{"inspect", fixtureDir}, env); code != qctl.ExitOK {
+		t.Fatalf("exit %d", code)
+	}
+	if got := progress.String(); !strings.Contains(got, "\rqctl inspect: seq 4096 of 5000 (81%)") || !strings.HasSuffix(got, "\r\033[K") {
+		t.Fatalf("progress %q", got)
+	}
+	if strings.Contains(out.String(), "\r") {
+		t.Fatal("progress reached stdout")
+	}
+	env.ElapsedFunc = func() time.Duration { return time.Millisecond }
+	progress.Reset()
+	if code := qctl.Main(context.Background(), []string{"verify", fixtureDir}, env); code != qctl.ExitOK || progress.Len() != 0 {
+		t.Fatalf("exit %d; a scan under a second printed progress %q", code, progress.String())
+	}
+}

@@ -1,0 +1,236 @@
+package qctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/alecthomas/kong"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// Exit codes of [Main]. They are part of qctl's interface: scripts branch
+// on them.
+const (
+	// ExitOK means the command ran and found nothing wrong.
+	ExitOK = 0
+	// ExitFindings means the command ran and found a problem: verify found
+	// a defect, inspect met a record replay refuses, or show or state found
+	// nothing for the request.
+	ExitFindings = 1
+	// ExitUsage means bad arguments or input that cannot be read.
+	ExitUsage = 2
+)
+
+// Env is what a run of [Main] takes from its process.
+type Env struct {
+	// Stdout receives the command's output; Stderr its errors, warnings
+	// and progress.
+	Stdout, Stderr io.Writer
+	// FS is the file system journals are read from. Nil means the
+	// operating system's.
+	FS vfs.FS
+	// Now is the instant remaining and overdue times are measured against.
+	// The --now flag overrides it. The zero value means the time of the
+	// journal's last record.
+	Now time.Time
+	// Progress, when not nil, receives a progress line during scans that
+	// run for more than a second. cmd/qctl sets it to stderr when stderr
+	// is a terminal.
+	Progress io.Writer
+	// ElapsedFunc returns the time since the command started; it paces
+	// progress lines. Nil disables progress.
+	ElapsedFunc func() time.Duration
+	// WaitFunc blocks for one poll interval of events --follow, or until
+	// ctx ends (then it returns ctx's error). Nil makes --follow a usage
+	// error.
+	WaitFunc func(ctx context.Context) error
+}
+
+// exitError ends a command with a message on stderr and an exit code.
+type exitError struct {
+	code  int
+	msg   string
+	cause error // the error behind msg, if any
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+func (e *exitError) Unwrap() error { return e.cause }
+
+func usageErr(format string, args ...any) error {
+	return &exitError{code: ExitUsage, msg: fmt.Sprintf(format, args...)}
+}
+
+func findingErr(format string, args ...any) error {
+	return &exitError{code: ExitFindings, msg: fmt.Sprintf(format, args...)}
+}
+
+// silentFindings ends a command whose output already says what was found.
+var silentFindings = &exitError{code: ExitFindings}
+
+const description = `qctl inspects, explains and verifies a quire journal from its directory
+alone: no server and no running engine. It opens the directory read-only.
+A running engine locks its directory: take a checkpoint with
+Engine.Checkpoint(dir) and point qctl at the checkpoint.
+
+Exit codes: 0 ok, 1 findings (verify found a problem, replay refused a
+record, show or state found nothing), 2 usage or unreadable input (a
+missing or locked directory, no journal, a newer format, corruption outside
+verify).
+
+Examples:
+  qctl inspect data/journal
+  qctl -d data/journal jobs --status buried
+  qctl -d data/journal workflows --status waiting_for_signal --limit 20
+  qctl -d data/journal show job_01KE3T5W2C8F0000000000000B
+  qctl -d data/journal events --kind attempt_buried --since 2026-01-05T10:00:00Z
+  qctl -d data/journal events --stream wf_01KE3T5W2C8F0000000000000W --json
+  qctl -d data/journal timers
+  qctl -d data/journal deadlines --now 2026-01-06T09:00:00Z
+  qctl -d data/journal shutdowns
+  qctl verify data/journal && echo intact
+  qctl state data/journal --at 1200`
+
+// cli is the command line. Global flags come before or after the command.
+type cli struct {
+	Dir  string `short:"d" env:"QUIRE_DIR" default:"quire-data" placeholder:"DIR" help:"Journal directory: a stopped engine's, or a checkpoint of a running one. Commands that take DIR as an argument use that instead."`
+	JSON bool   `name:"json" help:"Print one JSON object per line instead of tables."`
+	Now  string `placeholder:"TIME" help:"Measure remaining and overdue times against TIME (RFC 3339, or Unix nanoseconds) instead of the current time."`
+
+	Inspect   inspectCmd   `cmd:"" help:"Summarize a journal: seq range, records, jobs and workflows by status, timers, the nearest deadline, the last shutdown."`
+	Workflows workflowsCmd `cmd:"" help:"List workflows."`
+	Jobs      jobsCmd      `cmd:"" help:"List jobs."`
+	Show      showCmd      `cmd:"" help:"Show the timeline of one workflow or job, and why it is not progressing."`
+	Events    eventsCmd    `cmd:"" help:"List records, filtered by kind, stream, seq and time."`
+	Timers    timersCmd    `cmd:"" help:"List pending timers: delayed and retrying jobs, Delay steps, attempt deadlines."`
+	Deadlines deadlinesCmd `cmd:"" help:"List workflow deadlines by instant, with the time remaining."`
+	Shutdowns shutdownsCmd `cmd:"" help:"List every run and its shutdown report."`
+	Verify    verifyCmd    `cmd:"" help:"Check checksums, chain, seq continuity, stream index, snapshots, terminal index and replay. Exit 0 only when all hold."`
+	State     stateCmd     `cmd:"" help:"Print the replayed state as of a seq (time travel)."`
+}
+
+// kongExit carries kong's exit request (after --help) out of Parse.
+type kongExit struct{ code int }
+
+// Main runs the qctl command line args (without the program name) and
+// returns the exit code. It never calls os.Exit.
+func Main(ctx context.Context, args []string, env Env) (code int) {
+	if env.Stdout == nil {
+		env.Stdout = io.Discard
+	}
+	if env.Stderr == nil {
+		env.Stderr = io.Discard
+	}
+	if env.FS == nil {
+		env.FS = vfs.Default
+	}
+	var c cli
+	parser, err := kong.New(&c,
+		kong.Name("qctl"),
+		kong.Description(description),
+		kong.Writers(env.Stdout, env.Stderr),
+		kong.Exit(func(code int) { panic(kongExit{code}) }),
+		kong.ConfigureHelp(kong.HelpOptions{Compact: true, WrapUpperBound: 100}),
+	)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "qctl: %v\n", err)
+		return ExitUsage
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			ke, ok := r.(kongExit)
+			if !ok {
+				panic(r)
+			}
+			code = ke.code
+			if code != ExitOK {
+				code = ExitUsage
+			}
+		}
+	}()
+	kctx, err := parser.Parse(args)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "qctl: %v\n", err)
+		fmt.Fprintln(env.Stderr, "Run qctl --help for usage and examples.")
+		return ExitUsage
+	}
+	x := &runCtx{ctx: ctx, env: env, json: c.JSON, dir: c.Dir, now: env.Now}
+	if c.Now != "" {
+		t, err := parseTime(c.Now)
+		if err != nil {
+			fmt.Fprintf(env.Stderr, "qctl: --now: %v\n", err)
+			return ExitUsage
+		}
+		x.now, x.nowSet = t, true
+	} else {
+		x.nowSet = !env.Now.IsZero()
+	}
+	err = kctx.Run(x)
+	if err == nil {
+		return ExitOK
+	}
+	var ee *exitError
+	if !errors.As(err, &ee) {
+		ee = &exitError{code: ExitUsage, msg: err.Error()}
+	}
+	if ee.msg != "" {
+		fmt.Fprintf(env.Stderr, "qctl: %s\n", ee.msg)
+	}
+	return ee.code
+}
+
+// runCtx is what every command's Run receives.
+type runCtx struct {
+	ctx    context.Context
+	env    Env
+	json   bool
+	dir    string
+	now    time.Time
+	nowSet bool
+}
+
+// nowFor returns the instant to measure against: --now, else Env.Now,
+// else the journal's last record time.
+func (x *runCtx) nowFor(lastAt int64) time.Time {
+	if x.nowSet {
+		return x.now
+	}
+	return time.Unix(0, lastAt).UTC()
+}
+
+// pick returns the positional DIR if given, else the --dir flag.
+func (x *runCtx) pick(dir string) string {
+	if dir != "" {
+		return dir
+	}
+	return x.dir
+}
+
+// parseTime reads RFC 3339 (with or without fractional seconds) or Unix
+// nanoseconds.
+func parseTime(s string) (time.Time, error) {
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return time.Unix(0, n).UTC(), nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%q is neither RFC 3339 (2026-01-05T10:00:00Z) nor Unix nanoseconds", s)
+	}
+	return t.UTC(), nil
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

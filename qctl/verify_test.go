@@ -1,0 +1,204 @@
+package qctl_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/quire-dev/quire/clock/clocktest"
+	"github.com/quire-dev/quire/journal"
+	"github.com/quire-dev/quire/journal/record"
+	"github.com/quire-dev/quire/qctl"
+	"github.com/quire-dev/quire/replay"
+)
+
+type verifyProblem struct {
+	Type   string `json:"type"`
+	Check  string `json:"check"`
+	Seq    uint64 `json:"seq"`
+	Stream string `json:"stream"`
+	Reason string `json:"reason"`
+	OK     *bool  `json:"ok"`
+}
+
+// verifyJSON runs verify --json and returns its problems and verdict.
+func verifyJSON(t *testing.T, fs vfs.FS) (int, []verifyProblem, bool) {
+	t.Helper()
+	code, stdout, stderr := run(t, fs, "--json", "verify", fixtureDir)
+	var probs []verifyProblem
+	ok := false
+	for _, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		var p verifyProblem
+		if err := json.Unmarshal([]byte(line), &p); err != nil {
+			t.Fatalf("verify --json line %q: %v (stderr %s)", line, err, stderr)
+		}
+		switch p.Type {
+		case "problem":
+			probs = append(probs, p)
+		case "verify":
+			ok = *p.OK
+		}
+	}
+	return code, probs, ok
+}
+
+// wantProblem fails unless probs name seq and stream in check.
+func wantProblem(t *testing.T, probs []verifyProblem, check string, seq uint64, stream string) {
+	t.Helper()
+	for _, p := range probs {
+		if p.Check == check && p.Seq == seq && p.Stream == stream {
+			return
+		}
+	}
+	t.Fatalf("no %s problem at seq %d stream %q; problems: %+v", check, seq, stream, probs)
+}
+
+func indexKey(id string) []byte {
+	k := append([]byte("t/"), byte(len(id)))
+	return append(k, id...)
+}
+
+// TestVerifyCorrupt: hand-corrupted journals make verify exit 1 and name
+// the seq and stream of every problem, in human and JSON output; the
+// other commands refuse them with exit 2 and point at verify.
+func TestVerifyCorrupt(t *testing.T) {
+	t.Parallel()
+	// Seq 10 and 11 are the retry settlements of two jobs (fixture).
+	cases := []struct {
+		name  string
+		edit  func(t *testing.T, db *pebble.DB)
+		check func(t *testing.T, probs []verifyProblem)
+	}{
+		{"flipped byte", func(t *testing.T, db *pebble.DB) {
+			v := get(t, db, record.LogKey(10))
+			v[len(v)/2] ^= 0x40
+			set(t, db, record.LogKey(10), v)
+		}, func(t *testing.T, probs []verifyProblem) {
+			wantProblem(t, probs, "records", 10, jobRetry)
+		}},
+		{"dropped record", func(t *testing.T, db *pebble.DB) {
+			if err := db.Delete(record.LogKey(10), pebble.Sync); err != nil {
+				t.Fatal(err)
+			}
+		}, func(t *testing.T, probs []verifyProblem) {
+			wantProblem(t, probs, "seq continuity", 10, jobRetry)
+		}},
+		{"swapped records", func(t *testing.T, db *pebble.DB) {
+			a, b := get(t, db, record.LogKey(10)), get(t, db, record.LogKey(11))
+			set(t, db, record.LogKey(10), b)
+			set(t, db, record.LogKey(11), a)
+		}, func(t *testing.T, probs []verifyProblem) {
+			wantProblem(t, probs, "records", 10, jobRetry)
+			wantProblem(t, probs, "records", 11, jobBuried)
+		}},
+		{"missing terminal-index entry", func(t *testing.T, db *pebble.DB) {
+			if err := db.Delete(indexKey(jobOK), pebble.Sync); err != nil {
+				t.Fatal(err)
+			}
+		}, func(t *testing.T, probs []verifyProblem) {
+			wantProblem(t, probs, "terminal index", 9, jobOK) // its attempt_succeeded
+		}},
+		{"wrong terminal-index entry", func(t *testing.T, db *pebble.DB) {
+			v, err := replay.EncodeSummary(replay.JobSummary{ID: jobOK, Handler: "send_email", Queue: "default", Status: replay.JobBuried, Attempts: 1, Consumed: 1, Seq: 9})
+			if err != nil {
+				t.Fatal(err)
+			}
+			set(t, db, indexKey(jobOK), v)
+		}, func(t *testing.T, probs []verifyProblem) {
+			wantProblem(t, probs, "terminal index", 9, jobOK)
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			fs := fixture(t)
+			editStore(t, fs, fixtureDir, func(db *pebble.DB) { c.edit(t, db) })
+			code, probs, ok := verifyJSON(t, fs)
+			if code != qctl.ExitFindings || ok || len(probs) == 0 {
+				t.Fatalf("verify: exit %d, ok %v, problems %+v; want exit 1 with problems", code, ok, probs)
+			}
+			c.check(t, probs)
+			for _, p := range probs {
+				if p.Seq == 0 || p.Stream == "" {
+					t.Errorf("problem without seq or stream: %+v", p)
+				}
+			}
+			code, stdout, _ := run(t, fs, "verify", fixtureDir)
+			if code != qctl.ExitFindings || !strings.Contains(stdout, "FAIL:") {
+				t.Fatalf("verify (human): exit %d\n%s", code, stdout)
+			}
+			checkGolden(t, "verify_"+strings.ReplaceAll(c.name, " ", "_"), stdout)
+		})
+	}
+
+	t.Run("inspect refuses", func(t *testing.T) {
+		t.Parallel()
+		fs := fixture(t)
+		editStore(t, fs, fixtureDir, func(db *pebble.DB) {
+			v := get(t, db, record.LogKey(10))
+			v[len(v)/2] ^= 0x40
+			set(t, db, record.LogKey(10), v)
+		})
+		wantExit(t, fs, qctl.ExitUsage, `at seq 10 stream "`+jobRetry+`"`, "inspect", fixtureDir)
+		wantExit(t, fs, qctl.ExitUsage, "qctl verify db lists every problem", "-d", fixtureDir, "jobs")
+	})
+}
+
+// TestVerifyReplay: records whose bytes are intact but which replay
+// refuses (an impossible transition), and a snapshot that differs from
+// the replay of the log, are findings that name seq and stream.
+func TestVerifyReplay(t *testing.T) {
+	t.Parallel()
+	t.Run("impossible transition", func(t *testing.T) {
+		t.Parallel()
+		fs := fixture(t)
+		j, err := journal.Open(fixtureDir, journal.Options{FS: fs, Clock: clocktest.New(t0.Add(2 * time.Hour))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The buried job settles again with its old token.
+		seqs, err := j.Append(context.Background(), rec(jobBuried, &record.AttemptSucceeded{Outcome: record.Outcome{JobID: jobBuried, Token: 13}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := j.Close(); err != nil {
+			t.Fatal(err)
+		}
+		code, probs, _ := verifyJSON(t, fs)
+		if code != qctl.ExitFindings {
+			t.Fatalf("verify: exit %d, want 1", code)
+		}
+		wantProblem(t, probs, "replay", seqs[0], jobBuried)
+		wantExit(t, fs, qctl.ExitFindings, "replay refuses seq 67", "inspect", fixtureDir)
+	})
+	t.Run("snapshot differs", func(t *testing.T) {
+		t.Parallel()
+		fs := fixture(t)
+		j, err := journal.Open(fixtureDir, journal.Options{FS: fs, Clock: clocktest.New(t0.Add(2 * time.Hour))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := replay.New()
+		st.LastSeq = 30
+		b, err := replay.Encode(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := j.WriteSnapshot(context.Background(), 30, b); err != nil {
+			t.Fatal(err)
+		}
+		if err := j.Close(); err != nil {
+			t.Fatal(err)
+		}
+		code, probs, _ := verifyJSON(t, fs)
+		if code != qctl.ExitFindings {
+			t.Fatalf("verify: exit %d, want 1", code)
+		}
+		wantProblem(t, probs, "snapshots", 30, wfApproval)
+	})
+}

@@ -1,0 +1,301 @@
+package qctl
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/quire-dev/quire/journal/record"
+	"github.com/quire-dev/quire/replay"
+)
+
+// jobRow is one job as the listings show it.
+type jobRow struct {
+	ID          string
+	Status      string
+	Queue       string
+	Handler     string
+	Priority    uint8
+	Attempts    int32
+	Consumed    int32
+	MaxAttempts int32
+	AvailableAt int64 // pending jobs only
+	EnqueueSeq  uint64
+	WorkflowID  string
+	Step        int32
+	LastCode    string
+	LastError   string
+	FinishedAt  int64 // completed jobs only
+	Lost        bool
+}
+
+func rowOf(j *replay.Job) jobRow {
+	r := jobRow{
+		ID: j.ID, Status: j.Status.String(), Queue: j.Queue, Handler: j.Handler, Priority: j.Priority,
+		Attempts: j.Attempts, Consumed: j.Consumed, MaxAttempts: j.Retry.MaxAttempts,
+		EnqueueSeq: j.EnqueueSeq, WorkflowID: j.WorkflowID, Step: j.Step,
+		LastCode: j.LastCode, LastError: j.LastError, Lost: j.Lost,
+	}
+	if j.Status == replay.JobPending {
+		r.AvailableAt = j.AvailableAt
+	}
+	return r
+}
+
+// completedRow is j as attempt_succeeded r leaves it.
+func completedRow(j *replay.Job, r record.Record) jobRow {
+	row := rowOf(j)
+	row.Status = replay.JobCompleted.String()
+	row.AvailableAt, row.FinishedAt = 0, r.At
+	row.LastCode, row.LastError, row.Lost = "", "", false
+	return row
+}
+
+func (r jobRow) errorText() string {
+	switch {
+	case r.LastCode != "" && r.LastError != "":
+		return r.LastCode + ": " + r.LastError
+	case r.LastCode != "":
+		return r.LastCode
+	}
+	return r.LastError
+}
+
+func (r jobRow) json() object {
+	o := object{
+		{"type", "job"}, {"id", r.ID}, {"status", r.Status}, {"queue", r.Queue}, {"handler", r.Handler},
+		{"priority", r.Priority}, {"attempts", r.Attempts}, {"consumed", r.Consumed}, {"max_attempts", r.MaxAttempts},
+		{"available_at", jsonTime(r.AvailableAt)}, {"enqueue_seq", r.EnqueueSeq},
+	}
+	if r.WorkflowID != "" {
+		o = append(o, member{"workflow_id", r.WorkflowID}, member{"step", r.Step})
+	}
+	if r.LastCode != "" || r.LastError != "" {
+		o = append(o, member{"last_code", r.LastCode}, member{"last_error", r.LastError})
+	}
+	if r.FinishedAt != 0 {
+		o = append(o, member{"finished_at", jsonTime(r.FinishedAt)})
+	}
+	if r.Lost {
+		o = append(o, member{"lost", true})
+	}
+	return o
+}
+
+var jobHeader = []string{"ID", "STATUS", "QUEUE", "HANDLER", "PRI", "ATTEMPTS", "AVAILABLE", "WORKFLOW", "ERROR"}
+
+func (r jobRow) cells(now time.Time) []string {
+	avail := ""
+	if r.Status == replay.JobPending.String() {
+		avail = until(r.AvailableAt, now)
+	}
+	wf := ""
+	if r.WorkflowID != "" {
+		wf = fmt.Sprintf("%s#%d", r.WorkflowID, r.Step)
+	}
+	return []string{
+		r.ID, r.Status, r.Queue, r.Handler, fmt.Sprint(r.Priority),
+		fmt.Sprintf("%d/%d", r.Consumed, r.MaxAttempts), avail, wf, truncate(r.errorText(), 48),
+	}
+}
+
+// jobCounts counts the jobs of st by status; completed is the history
+// counter.
+func jobCounts(st *replay.State) map[string]int64 {
+	c := map[string]int64{"pending": 0, "processing": 0, "buried": 0, "completed": st.Completed}
+	for _, j := range st.Jobs {
+		c[j.Status.String()]++
+	}
+	return c
+}
+
+func countsText(c map[string]int64, order []string) string {
+	parts := make([]string, 0, len(order))
+	for _, k := range order {
+		parts = append(parts, fmt.Sprintf("%s %d", k, c[k]))
+	}
+	return strings.Join(parts, "  ")
+}
+
+func countsJSON(c map[string]int64, order []string) object {
+	o := make(object, 0, len(order))
+	for _, k := range order {
+		o = append(o, member{k, c[k]})
+	}
+	return o
+}
+
+var jobStatusOrder = []string{"pending", "processing", "buried", "completed"}
+
+func pausedQueues(st *replay.State) []string {
+	return sortedKeys(st.PausedQueues)
+}
+
+// timer is something the engine will act on at an instant.
+type timer struct {
+	At     int64
+	Kind   string // job_available, step_delay, attempt_timeout
+	ID     string
+	Detail string
+}
+
+func (t timer) json(now time.Time) object {
+	return object{
+		{"type", "timer"}, {"at", jsonTime(t.At)}, {"in_ns", t.At - now.UnixNano()},
+		{"kind", t.Kind}, {"id", t.ID}, {"detail", t.Detail},
+	}
+}
+
+// timersOf lists the pending timers of a folded journal, earliest first:
+// jobs waiting for their available_at (delay, retry backoff), Delay steps
+// of workflows, and the delivery cutoff P of open attempts.
+func timersOf(f *folder) []timer {
+	var out []timer
+	for id, j := range f.st.Jobs {
+		switch j.Status {
+		case replay.JobPending:
+			a, ok := f.armed[id]
+			if !ok || j.AvailableAt <= a.At {
+				continue
+			}
+			d := fmt.Sprintf("queue=%s handler=%s set by %s", j.Queue, j.Handler, a.Kind)
+			if f.st.PausedQueues[j.Queue] {
+				d += " (queue paused)"
+			}
+			out = append(out, timer{At: j.AvailableAt, Kind: "job_available", ID: id, Detail: d})
+		case replay.JobProcessing:
+			out = append(out, timer{At: j.NormalAt, Kind: "attempt_timeout", ID: id,
+				Detail: fmt.Sprintf("attempt %d P; hard cutoff H=%s", j.Attempts, fmtTime(j.HardAt))})
+		}
+	}
+	for id, w := range f.st.Workflows {
+		// A Delay fires while paused too: the step completes and enters
+		// nothing (WF-15).
+		if w.DelayFireAt != 0 && (w.Status == replay.WorkflowRunning || w.Status == replay.WorkflowPaused) {
+			out = append(out, timer{At: w.DelayFireAt, Kind: "step_delay", ID: id,
+				Detail: fmt.Sprintf("%s step %d", w.Name, w.Step)})
+		}
+	}
+	sort.Slice(out, func(i, k int) bool {
+		if out[i].At != out[k].At {
+			return out[i].At < out[k].At
+		}
+		if out[i].Kind != out[k].Kind {
+			return out[i].Kind < out[k].Kind
+		}
+		return out[i].ID < out[k].ID
+	})
+	return out
+}
+
+// deadline is one workflow deadline that can still fire.
+type deadline struct {
+	At     int64
+	ID     string
+	Name   string
+	Status string
+}
+
+// deadlinesOf lists the deadlines of live workflows (running, paused,
+// waiting), earliest first. A failed workflow's deadline is spent until it
+// is retried.
+func deadlinesOf(st *replay.State) []deadline {
+	var out []deadline
+	for id, w := range st.Workflows {
+		if w.DeadlineAt == 0 || !canExpire(w.Status) {
+			continue
+		}
+		out = append(out, deadline{At: w.DeadlineAt, ID: id, Name: w.Name, Status: w.Status.String()})
+	}
+	sort.Slice(out, func(i, k int) bool {
+		if out[i].At != out[k].At {
+			return out[i].At < out[k].At
+		}
+		return out[i].ID < out[k].ID
+	})
+	return out
+}
+
+func (d deadline) json(now time.Time) object {
+	return object{
+		{"type", "deadline"}, {"deadline_at", jsonTime(d.At)}, {"remaining_ns", d.At - now.UnixNano()},
+		{"workflow_id", d.ID}, {"name", d.Name}, {"status", d.Status},
+	}
+}
+
+// lastShutdown returns the newest run that published a shutdown report.
+func lastShutdown(st *replay.State) *replay.Run {
+	for i := len(st.Runs) - 1; i >= 0; i-- {
+		if st.Runs[i].Shutdown.Report != nil {
+			return &st.Runs[i]
+		}
+	}
+	return nil
+}
+
+func shutdownText(run *replay.Run) string {
+	r := run.Shutdown.Report
+	forced := "not forced"
+	if r.Forced {
+		forced = "forced"
+	}
+	return fmt.Sprintf("%s, %s, elapsed %s of %s budget (run %s)", r.Completion, forced,
+		fmtDur(time.Duration(r.ElapsedNanos)), fmtDur(time.Duration(r.BudgetNanos)), run.RunID)
+}
+
+func (w *wfView) json(now time.Time) object {
+	o := object{
+		{"type", "workflow"}, {"id", w.ID}, {"name", w.Name}, {"status", w.Status.String()}, {"step", w.Step}, {"steps", w.Steps},
+		{"started_at", jsonTime(w.StartedAt)}, {"deadline_at", jsonTime(w.DeadlineAt)},
+	}
+	if w.StartSeq != 0 {
+		o = append(o, member{"start_seq", w.StartSeq})
+	}
+	if w.DeadlineAt != 0 && canExpire(w.Status) {
+		o = append(o, member{"remaining_ns", w.DeadlineAt - now.UnixNano()})
+	}
+	if w.ParentID != "" {
+		o = append(o, member{"parent_id", w.ParentID})
+	}
+	if w.Error != "" {
+		o = append(o, member{"error", w.Error}, member{"failed_at", jsonTime(w.FailedAt)})
+	}
+	if w.EndedAt != 0 {
+		o = append(o, member{"ended_at", jsonTime(w.EndedAt)}, member{"end_seq", w.EndSeq})
+	}
+	if w.DelayAt != 0 {
+		o = append(o, member{"delay_fire_at", jsonTime(w.DelayAt)})
+	}
+	if w.Wait != nil {
+		wait := object{}
+		if len(w.Wait.Signals) > 0 {
+			wait = append(wait, member{"signals", w.Wait.Signals})
+		}
+		if len(w.Wait.Workflows) > 0 {
+			wait = append(wait, member{"workflows", w.Wait.Workflows}, member{"mode", w.Wait.Mode}, member{"quorum", w.Wait.Quorum})
+		}
+		o = append(o, member{"wait", wait})
+	}
+	if w.Signals > 0 {
+		o = append(o, member{"signals_stored", w.Signals})
+	}
+	return o
+}
+
+var wfHeader = []string{"ID", "NAME", "STATUS", "STEP", "STARTED", "DEADLINE", "REMAINING", "ERROR"}
+
+func (w *wfView) cells(now time.Time) []string {
+	rem, dl := "", ""
+	if w.DeadlineAt != 0 {
+		dl = fmtTime(w.DeadlineAt)
+		if canExpire(w.Status) {
+			rem = remaining(w.DeadlineAt, now)
+		}
+	}
+	step := fmt.Sprint(w.Step)
+	if w.Steps > 0 {
+		step = fmt.Sprintf("%d/%d", w.Step, w.Steps)
+	}
+	return []string{w.ID, w.Name, w.Status.String(), step, fmtTime(w.StartedAt), dl, rem, truncate(w.Error, 40)}
+}
