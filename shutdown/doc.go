@@ -1,0 +1,56 @@
+// Package shutdown owns quire's controlled shutdown (spec/shutdown.md): the
+// root budget anchored at the first initiation, the six ordered and
+// journaled phases, force, and the immutable report with its
+// classification.
+//
+// A [Coordinator] drives the engine through the small [Engine] interface,
+// which package api implements, and writes its records through a
+// [Journal] as [Event] values, which api maps to journal records. The
+// phases run strictly in order on the coordinator's goroutine (SD-11):
+//
+//	1 close_admission    Engine.CloseAdmission
+//	2 drain              Engine.Drain until G or force
+//	3 force              Engine.ForceAttempts, Engine.AwaitJoin until the drain's force deadline
+//	4 close_evidence     Engine.CloseEvidence
+//	5 release_resources  owned resources (reverse hand-over), signal monitor, telemetry
+//	6 publish_report     classify, publish in memory, append, close the journal
+//
+// Every deadline is an absolute instant of the injected clock, derived from
+// one [deadlines.Root] (SD-2..SD-8): graceful paths run until G, force
+// paths until min(now + reserve', Hr), and nothing waits past Hr except the
+// joins of quire's own waits, which return once their context ends, and
+// the appends of the shutdown's own records, bounded by SettlementTimeout.
+// Outcomes are decided by comparing the instant a call returned with its
+// path's deadline, so a late observation never changes them. User code
+// (owned resources, the signal monitor's stop, telemetry) that overruns its
+// force deadline is abandoned and tracked as quarantined: the report is
+// then Incomplete and nothing it may use is disposed (SD-37).
+//
+// The [Report] is classified once by [Classify] (SD-30) and stored in a
+// write-once [Published]; accessors hand out fresh copies (SD-32).
+//
+// It must not import any quire package but deadlines and clock.
+//
+// # Usage
+//
+//	c, err := shutdown.New(shutdown.Options{
+//		Clock:           clk,
+//		Engine:          eng, // the api's shutdown.Engine
+//		Journal:         jrn, // the api's shutdown.Journal
+//		ShutdownTimeout: 30 * time.Second,
+//		OwnedResources:  []shutdown.OwnedResource{{Name: "db", CloseFunc: closeDB}},
+//	})
+//	if err != nil {
+//		return err
+//	}
+//
+//	// First SIGTERM: initiate (the root starts now); a second signal forces.
+//	c.Initiate(shutdown.TriggerSigterm)
+//	_ = c.Force(shutdown.TriggerSigterm)
+//
+//	// Any number of observers share one result.
+//	err = c.Shutdown(ctx)
+//	if rep := c.Report(); rep != nil {
+//		log.Printf("completion=%s success=%t", rep.Completion, rep.IsSuccess())
+//	}
+package shutdown

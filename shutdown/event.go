@@ -1,0 +1,89 @@
+package shutdown
+
+import "time"
+
+// Event is one shutdown record the coordinator asks its [Journal] to
+// append, in this order: [Initiated]; [ForceRequested] whenever force is
+// switched on; for each phase 1 to 6 a [PhaseStarted] and a
+// [PhaseFinished], with [ReportPublished] between phase 6's two. The api
+// maps each to its journal record kind, named by Kind.
+//
+// Event is a closed sum type: the concrete types are the five below, passed
+// by value; switch on them.
+type Event interface {
+	// Kind returns the name of the journal record, e.g.
+	// "shutdown_phase_started".
+	Kind() string
+	event()
+}
+
+// Initiated is shutdown_initiated (SD-3): the first trigger and the root.
+type Initiated struct {
+	Trigger Trigger
+	// Start is the root's start, the instant of the first initiation.
+	Start time.Time
+	// Total is ShutdownTimeout.
+	Total time.Duration
+	G     time.Time
+	Hr    time.Time
+}
+
+// ForceRequested is shutdown_force_requested (SD-22): force was switched on
+// at At by Trigger, explicitly or by a runtime failure (SD-23). It is
+// emitted once, for the first force.
+type ForceRequested struct {
+	Trigger Trigger
+	At      time.Time
+}
+
+// PhaseStarted is shutdown_phase_started {phase, name} (SD-11). Name is
+// Phase.String().
+type PhaseStarted struct {
+	Phase Phase
+	At    time.Time
+}
+
+// PhaseFinished is shutdown_phase_finished {phase, name, graceful, forced}
+// (SD-11). For phases 1 to 4 Graceful and Forced are the outcomes of the
+// phase's action at its end (phase 2: the drain's graceful outcome and
+// NotAttempted; phase 3: both drain outcomes). For phase 5 they fold the
+// outcomes of Actions, the worst of each; an empty phase 5 is Completed
+// and NotAttempted. For phase 6 Graceful is Completed if the report was
+// appended and Failed otherwise, and Completion is the report's.
+type PhaseFinished struct {
+	Phase    Phase
+	At       time.Time
+	Graceful Outcome
+	Forced   Outcome
+	// Actions are the phase's actions (phase 5 only; nil otherwise).
+	Actions []Action
+	// Completion is the report's completion (phase 6 only).
+	Completion Completion
+}
+
+// ReportPublished is shutdown_report (SD-17): the published report, a copy
+// the journal may keep.
+type ReportPublished struct {
+	Report Report
+}
+
+// Kind returns "shutdown_initiated".
+func (Initiated) Kind() string { return "shutdown_initiated" }
+
+// Kind returns "shutdown_force_requested".
+func (ForceRequested) Kind() string { return "shutdown_force_requested" }
+
+// Kind returns "shutdown_phase_started".
+func (PhaseStarted) Kind() string { return "shutdown_phase_started" }
+
+// Kind returns "shutdown_phase_finished".
+func (PhaseFinished) Kind() string { return "shutdown_phase_finished" }
+
+// Kind returns "shutdown_report".
+func (ReportPublished) Kind() string { return "shutdown_report" }
+
+func (Initiated) event()       {}
+func (ForceRequested) event()  {}
+func (PhaseStarted) event()    {}
+func (PhaseFinished) event()   {}
+func (ReportPublished) event() {}

@@ -1,0 +1,324 @@
+package shutdown
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/quire-dev/quire/deadlines"
+)
+
+// pass is the state of the one shutdown run, owned by the coordinator
+// goroutine.
+type pass struct {
+	rep Report
+	// expected is the number of actions the run must account for.
+	expected int
+	// drainJoined is the drain's evidence: Drain or AwaitJoin returned nil.
+	drainJoined bool
+	// closeProven is the close action's evidence: CloseEvidence returned
+	// nil in time.
+	closeProven bool
+}
+
+// run is the coordinator goroutine: phases 1 to 5, the runtime join, then
+// phase 6. It always publishes a report and closes done, also when the
+// coordinator's own code panics (the report is then unaccounted, so
+// Incomplete).
+func (c *Coordinator) run() {
+	defer close(c.done)
+	c.mu.Lock()
+	trigger := c.trigger
+	c.mu.Unlock()
+	root := c.view().root
+	p := &pass{expected: 3}
+	for _, has := range []bool{len(c.owned) > 0, c.sigStop != nil, c.telemetry != nil} {
+		if has {
+			p.expected++
+		}
+	}
+	p.rep = Report{Trigger: trigger, InitiatedAt: root.Start(), Budget: root.Total()}
+	c.emit(Initiated{Trigger: trigger, Start: root.Start(), Total: root.Total(), G: root.G(), Hr: root.Hr()})
+	accounted := protect(func() { c.phases(p) })
+	p.rep.Elapsed = c.clk.Now().Sub(root.Start())
+	rep := c.classify(p, accounted)
+	c.pub.Publish(rep)
+	c.err = c.publishReport(rep)
+}
+
+// phases runs phases 1 to 5 strictly in order (SD-11).
+func (c *Coordinator) phases(p *pass) {
+	c.closeAdmission(p)
+	c.drain(p)
+	c.closeEvidence(p)
+	c.releaseResources(p)
+}
+
+// closeAdmission is phase 1 (SD-12). Closing admission is an act that never
+// blocks, so it always runs, also after G or force; its force path then
+// ends TimedOut if its force deadline had already passed (SD-4).
+func (c *Coordinator) closeAdmission(p *pass) {
+	c.phaseStarted(PhaseCloseAdmission)
+	begin := c.clk.Now()
+	v := c.view()
+	a := Action{Phase: PhaseCloseAdmission, Component: ComponentAdmission, Graceful: OutcomeCompleted}
+	cut := deadlines.Expired(v.gracefulEnd(), begin)
+	var released int
+	ok := protect(func() { released = c.eng.CloseAdmission() })
+	p.rep.ReleasedUnstarted = released
+	switch {
+	case !cut && ok:
+	case !cut:
+		a.Graceful = OutcomePanicked
+	default:
+		a.Graceful = v.interruption()
+		a.Forced = OutcomeCompleted
+		switch {
+		case deadlines.Expired(v.root.ForceDeadline(begin), begin):
+			a.Forced = OutcomeTimedOut
+		case !ok:
+			a.Forced = OutcomePanicked
+		}
+	}
+	p.rep.Actions = append(p.rep.Actions, a)
+	c.phaseFinished(PhaseCloseAdmission, a.Graceful, a.Forced, nil)
+}
+
+// drain is phases 2 and 3: the drain's graceful path until G or force
+// (SD-13), then, unless it completed, its force path (SD-14): force
+// published to running attempts stamped at the instant the graceful path
+// ended, then real joins until the drain's force deadline
+// max(ForceDeadline(e), latest owner cutoff) clamped to Hr (SD-8).
+func (c *Coordinator) drain(p *pass) {
+	c.phaseStarted(PhaseDrain)
+	begin := c.clk.Now()
+	v := c.view()
+	a := Action{Phase: PhaseDrain, Component: ComponentDrain}
+	var e time.Time // when the graceful path ended
+	if deadlines.Expired(v.gracefulEnd(), begin) {
+		a.Graceful, e = v.interruption(), begin
+	} else {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		cl := c.start(ctx, c.eng.Drain)
+		if !c.await(cl.done, view.gracefulEnd) {
+			cancel(errGracefulEnded)
+			<-cl.done
+		}
+		cancel(nil)
+		v = c.view()
+		if cl.at.Before(v.gracefulEnd()) {
+			a.Graceful, e = cl.outcome(), cl.at
+		} else {
+			a.Graceful, e = v.interruption(), deadlines.Latest(begin, v.gracefulEnd())
+		}
+	}
+	c.phaseFinished(PhaseDrain, a.Graceful, OutcomeNotAttempted, nil)
+
+	c.phaseStarted(PhaseForce)
+	if a.Graceful != OutcomeCompleted {
+		a.Forced = c.forceDrain(e)
+	}
+	p.drainJoined = a.Graceful == OutcomeCompleted || a.Forced == OutcomeCompleted
+	var n Counters
+	protect(func() { n = c.eng.Counters() })
+	p.rep.DrainReconciled = p.drainJoined && n.Unresolved == 0 && n.Quarantined == 0
+	p.rep.Actions = append(p.rep.Actions, a)
+	c.phaseFinished(PhaseForce, a.Graceful, a.Forced, nil)
+}
+
+// forceDrain is the drain's force path starting at e; it returns its
+// outcome.
+func (c *Coordinator) forceDrain(e time.Time) Outcome {
+	v := c.view()
+	// The reason is the one due at e (DL-18): a request that came after the
+	// graceful path ended at G does not turn it into ReasonForcedShutdown.
+	reason := deadlines.ForceReason(v.force.requestedBy(e), v.root, e)
+	var latest time.Time
+	if !protect(func() { latest = c.eng.ForceAttempts(reason, e) }) {
+		return OutcomePanicked
+	}
+	end := func(v view) time.Time { return v.root.DrainForceDeadline(e, latest) }
+	if deadlines.Expired(end(c.view()), c.clk.Now()) {
+		// Force is published, but no forced cleanup is waited for (SD-4).
+		return OutcomeTimedOut
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	cl := c.start(ctx, c.eng.AwaitJoin)
+	if !c.await(cl.done, end) {
+		cancel(errForceDeadline)
+		<-cl.done
+	}
+	if !cl.at.Before(end(c.view())) {
+		return OutcomeTimedOut
+	}
+	return cl.outcome()
+}
+
+// closeEvidence is phase 4 (SD-15). It starts once the drain's outcome is
+// final; its wait for the dispatcher keeps min(remaining/4, 250 ms) for
+// closing queues and syncing the journal (SD-9).
+func (c *Coordinator) closeEvidence(p *pass) {
+	c.phaseStarted(PhaseCloseEvidence)
+	req := CloseRequest{
+		DispatcherStopBy: c.view().root.DispatcherStopDeadline(c.clk.Now()),
+		DrainReconciled:  p.rep.DrainReconciled,
+	}
+	run := c.runAction([]func(context.Context) error{
+		func(ctx context.Context) error { return c.eng.CloseEvidence(ctx, req) },
+	}, true)
+	a := Action{Phase: PhaseCloseEvidence, Component: ComponentClose, Graceful: run.graceful, Forced: run.forced}
+	p.closeProven = a.Complete()
+	p.rep.Actions = append(p.rep.Actions, a)
+	c.phaseFinished(PhaseCloseEvidence, a.Graceful, a.Forced, nil)
+}
+
+// closeReconciled is CloseReconciled as of now: DrainReconciled, close
+// evidence, and every record so far written (SD-11, SD-15).
+func (c *Coordinator) closeReconciled(p *pass) bool {
+	return p.rep.DrainReconciled && p.closeProven && c.journalErr == nil
+}
+
+// releaseResources is phase 5 (SD-16): owned resources in reverse order of
+// hand-over, then the signal monitor, then owned telemetry, each behind its
+// barrier (SD-18). A barrier's inputs are final when its action's turn
+// comes (joins that failed are not retried, calls abandoned are not waited
+// for again), so a closed barrier never opens: the action is withheld at
+// once, graceful TimedOut, and its resource stays undisposed
+// (Owned = true, Started = false).
+func (c *Coordinator) releaseResources(p *pass) {
+	c.phaseStarted(PhaseReleaseResources)
+	var actions []Action
+	deps := &p.rep.Dependencies
+	withheld := func(component string) Action {
+		return Action{Phase: PhaseReleaseResources, Component: component, Graceful: OutcomeTimedOut}
+	}
+
+	if len(c.owned) > 0 {
+		deps.OwnedResources.Owned = true
+		if !c.closeReconciled(p) {
+			actions = append(actions, withheld(ComponentOwnedResources))
+		} else {
+			fns := make([]func(context.Context) error, 0, len(c.owned))
+			for _, r := range slices.Backward(c.owned) {
+				fns = append(fns, r.CloseFunc)
+			}
+			actions = append(actions, c.release(ComponentOwnedResources, fns, &deps.OwnedResources, CodeOwnedResourceCloseFailed))
+		}
+	}
+
+	// The signal monitor's barrier is the end of the owned-resources
+	// action, which has ended here.
+	if c.sigStop != nil {
+		deps.SignalMonitor.Owned = true
+		fns := []func(context.Context) error{c.sigStop}
+		actions = append(actions, c.release(ComponentSignalMonitor, fns, &deps.SignalMonitor, CodeSignalMonitorStopFailed))
+	}
+
+	if t := c.telemetry; t != nil {
+		deps.Telemetry.Owned = true
+		confirmed := c.closeReconciled(p) && deps.OwnedResources.Reconciled() &&
+			deps.SignalMonitor.Reconciled() && c.outstanding() == 0
+		if !confirmed {
+			actions = append(actions, withheld(ComponentTelemetry))
+		} else {
+			var fns []func(context.Context) error
+			for _, f := range []func(context.Context) error{t.FlushFunc, t.CloseFunc} {
+				if f != nil {
+					fns = append(fns, f)
+				}
+			}
+			actions = append(actions, c.release(ComponentTelemetry, fns, &deps.Telemetry, CodeTelemetryCloseFailed))
+		}
+	}
+
+	graceful, forced := OutcomeCompleted, OutcomeNotAttempted
+	for _, a := range actions {
+		graceful, forced = worse(graceful, a.Graceful), worse(forced, a.Forced)
+	}
+	p.rep.Actions = append(p.rep.Actions, actions...)
+	c.phaseFinished(PhaseReleaseResources, graceful, forced, slices.Clone(actions))
+}
+
+// release runs one phase-5 action over user functions, which are abandoned
+// rather than joined at the force deadline (SD-37), and fills its
+// resource report: Started if any call started, Terminal if every call
+// returned, Succeeded if every call returned nil (SD-29). A call that
+// returned an error or panicked sets code as the failure code, unless an
+// earlier failure set one.
+func (c *Coordinator) release(component string, fns []func(context.Context) error, rr *ResourceReport, code string) Action {
+	run := c.runAction(fns, false)
+	if run.abandoned != nil {
+		c.abandoned = append(c.abandoned, run.abandoned)
+	}
+	rr.Terminal, rr.Succeeded = true, true
+	for _, r := range run.calls {
+		rr.Started = rr.Started || r.started
+		rr.Terminal = rr.Terminal && r.returned
+		rr.Succeeded = rr.Succeeded && r.ok()
+		if r.returned && !r.ok() {
+			c.setFailureCode(code)
+		}
+	}
+	return Action{Phase: PhaseReleaseResources, Component: component, Graceful: run.graceful, Forced: run.forced}
+}
+
+// outstanding counts the abandoned calls that have not returned yet.
+func (c *Coordinator) outstanding() int {
+	n := 0
+	for _, cl := range c.abandoned {
+		if !cl.returned() {
+			n++
+		}
+	}
+	return n
+}
+
+// classify completes the report after the runtime join and classifies it
+// once (SD-30). accounted is false if the coordinator's own code panicked.
+func (c *Coordinator) classify(p *pass, accounted bool) Report {
+	rep := p.rep
+	var n Counters
+	protect(func() { n = c.eng.Counters() })
+	rep.Drained, rep.Released, rep.Unresolved = n.Drained, n.Released, n.Unresolved
+	outstanding := c.outstanding()
+	rep.Quarantined = n.Quarantined + outstanding
+	rep.RuntimeJoined = n.Joined && n.Quarantined == 0 && outstanding == 0
+	rep.CloseReconciled = c.closeReconciled(p)
+	rep.CoordinatorAccounted = accounted && len(rep.Actions) == p.expected
+	rep.CoordinatorComplete = len(rep.Actions) > 0
+	rep.Forced = c.forceSeen
+	for _, a := range rep.Actions {
+		rep.CoordinatorComplete = rep.CoordinatorComplete && a.Complete()
+		rep.Forced = rep.Forced || a.Forced != OutcomeNotAttempted
+	}
+	c.mu.Lock()
+	rep.FailureCode = c.failureCode
+	c.mu.Unlock()
+	rep.Actions = slices.Clone(rep.Actions)
+	rep.Completion = Classify(rep)
+	return rep
+}
+
+// publishReport is phase 6 (SD-17), after the report is published in
+// memory: append it between the phase's records, then close the journal.
+// It returns the shared result of the shutdown.
+func (c *Coordinator) publishReport(rep Report) error {
+	c.emit(PhaseStarted{Phase: PhasePublishReport, At: c.clk.Now()})
+	c.emit(ReportPublished{Report: *rep.Clone()})
+	status := OutcomeCompleted
+	if c.jrn != nil && c.journalErr != nil {
+		status = OutcomeFailed
+	}
+	c.emit(PhaseFinished{Phase: PhasePublishReport, At: c.clk.Now(), Graceful: status, Forced: OutcomeNotAttempted, Completion: rep.Completion})
+	jerr := c.journalErr
+	if c.jrn != nil {
+		if err := c.bounded(c.settle, c.jrn.Close); err != nil && jerr == nil {
+			jerr = err
+		}
+	}
+	if rep.IsSuccess() && jerr == nil {
+		return nil
+	}
+	return &Error{Completion: rep.Completion, FailureCode: rep.FailureCode, Err: jerr}
+}

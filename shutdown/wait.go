@@ -1,0 +1,239 @@
+package shutdown
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/quire-dev/quire/deadlines"
+)
+
+// Causes of the contexts the coordinator ends, for context.Cause.
+var (
+	errGracefulEnded = errors.New("shutdown: graceful path ended (G or force)")
+	errForceDeadline = errors.New("shutdown: force deadline passed")
+	errAppendTimeout = errors.New("shutdown: SettlementTimeout passed")
+	errPanicked      = errors.New("shutdown: call panicked")
+)
+
+// call is one function running on a goroutine of its own, so that the
+// coordinator can watch the clock, force and root changes meanwhile.
+type call struct {
+	done chan struct{}
+	// The fields below are written before done is closed.
+	err      error
+	panicked bool
+	// at is the clock instant observed right after the function returned
+	// or panicked. Outcomes are decided by comparing it with the path's
+	// deadline, not by the order in which the coordinator observes events,
+	// so that a late observation never turns a timely return into a
+	// timeout, nor the reverse (DL-1: expired when now >= deadline).
+	at time.Time
+}
+
+// start runs fn(ctx) on a new goroutine. A panic is recovered and recorded:
+// error and panic text never reach the report (SD-28).
+func (c *Coordinator) start(ctx context.Context, fn func(context.Context) error) *call {
+	cl := &call{done: make(chan struct{})}
+	go func() {
+		defer close(cl.done)
+		defer func() {
+			if recover() != nil {
+				cl.panicked = true
+			}
+			cl.at = c.clk.Now()
+		}()
+		cl.err = fn(ctx)
+	}()
+	return cl
+}
+
+// outcome returns the outcome of a returned call.
+func (cl *call) outcome() Outcome {
+	switch {
+	case cl.panicked:
+		return OutcomePanicked
+	case cl.err != nil:
+		return OutcomeFailed
+	}
+	return OutcomeCompleted
+}
+
+// returned reports whether cl has returned, without blocking.
+func (cl *call) returned() bool {
+	select {
+	case <-cl.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// await blocks until done is closed or the clock reaches end(v), where v is
+// the current view. end is evaluated again whenever the root or the force
+// state changes, so an install that shortens the root re-arms the same wait
+// (SD-5) and force ends a graceful wait at once. It reports whether done
+// was closed; a done closed by the time the deadline is observed counts.
+func (c *Coordinator) await(done <-chan struct{}, end func(view) time.Time) bool {
+	for {
+		v := c.view()
+		target := end(v)
+		now := c.clk.Now()
+		if deadlines.Expired(target, now) {
+			select {
+			case <-done:
+				return true
+			default:
+				return false
+			}
+		}
+		t := c.clk.NewTimer(target.Sub(now))
+		// A clock moved past target while the timer was being armed would
+		// leave it armed too late; look again instead.
+		if deadlines.Expired(target, c.clk.Now()) {
+			t.Stop()
+			continue
+		}
+		select {
+		case <-done:
+			t.Stop()
+			return true
+		case <-t.C():
+		case <-v.changed:
+			t.Stop()
+		}
+	}
+}
+
+// bounded runs fn with a context that ends d after now and joins it: fn
+// must return promptly once its context ends. It returns fn's error, or
+// errPanicked.
+func (c *Coordinator) bounded(d time.Duration, fn func(context.Context) error) error {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	end := c.clk.Now().Add(d)
+	cl := c.start(ctx, fn)
+	if !c.await(cl.done, func(view) time.Time { return end }) {
+		cancel(errAppendTimeout)
+		<-cl.done
+	}
+	if cl.panicked {
+		return errPanicked
+	}
+	return cl.err
+}
+
+// protect runs the act f, reporting false if it panicked.
+func protect(f func()) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	f()
+	return true
+}
+
+// callResult is what one call of an action did.
+type callResult struct {
+	started  bool
+	returned bool
+	err      error
+	panicked bool
+}
+
+func (r *callResult) set(cl *call) {
+	r.returned = true
+	r.err = cl.err
+	r.panicked = cl.panicked
+}
+
+// ok reports whether the call returned without error.
+func (r callResult) ok() bool { return r.returned && r.err == nil && !r.panicked }
+
+// actionRun is the result of [Coordinator.runAction].
+type actionRun struct {
+	graceful Outcome
+	forced   Outcome
+	calls    []callResult
+	// abandoned is the call left running at the force deadline, if the
+	// action does not join its calls.
+	abandoned *call
+}
+
+// runAction runs fns in order as the one action whose turn comes now, with
+// a graceful path until G and a force path after it (SD-6, SD-7):
+//
+//   - If G has passed or force was requested when its turn comes, its
+//     graceful outcome is TimedOut (CancelledByForce if force came before
+//     G) and it starts on its force path, whose deadline is
+//     ForceDeadline(now) = min(now + reserve', Hr).
+//   - A graceful path cut off while a call runs ends at that instant e, and
+//     the same call goes on under the force deadline ForceDeadline(e): a
+//     call is never started twice.
+//   - The calls share one context, which ends at the force deadline. Then
+//     a call still running is joined if join is set (quire's own code,
+//     which returns once its context ends), or abandoned otherwise (user
+//     code, which may never return, SD-37), and the action ends TimedOut
+//     without starting the calls after it. A call whose turn comes after
+//     the force deadline is not started (SD-4).
+//
+// A call that returns with an error or a panic does not stop the ones after
+// it. Each path's outcome is the worst of its calls'.
+func (c *Coordinator) runAction(fns []func(context.Context) error, join bool) actionRun {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	res := actionRun{graceful: OutcomeCompleted, forced: OutcomeNotAttempted, calls: make([]callResult, len(fns))}
+	begin := c.clk.Now()
+	forcing := false
+	var e time.Time
+	enterForce := func(v view, at time.Time) {
+		forcing = true
+		e = deadlines.Latest(begin, at)
+		res.graceful = worse(res.graceful, v.interruption())
+		res.forced = OutcomeCompleted
+	}
+	forceEnd := func(v view) time.Time { return v.root.ForceDeadline(e) }
+	if v := c.view(); deadlines.Expired(v.gracefulEnd(), begin) {
+		enterForce(v, begin)
+	}
+	for i, fn := range fns {
+		if forcing && deadlines.Expired(forceEnd(c.view()), c.clk.Now()) {
+			res.forced = OutcomeTimedOut
+			return res
+		}
+		cl := c.start(ctx, fn)
+		r := &res.calls[i]
+		r.started = true
+		if !forcing {
+			returned := c.await(cl.done, view.gracefulEnd)
+			v := c.view()
+			if returned && cl.at.Before(v.gracefulEnd()) {
+				r.set(cl)
+				res.graceful = worse(res.graceful, cl.outcome())
+				continue
+			}
+			enterForce(v, v.gracefulEnd())
+		}
+		returned := c.await(cl.done, forceEnd)
+		if !returned {
+			cancel(errForceDeadline)
+			if join {
+				<-cl.done
+				returned = true
+			}
+		}
+		if !returned {
+			res.abandoned = cl
+			res.forced = OutcomeTimedOut
+			return res
+		}
+		r.set(cl)
+		if !cl.at.Before(forceEnd(c.view())) {
+			res.forced = OutcomeTimedOut
+			return res
+		}
+		res.forced = worse(res.forced, cl.outcome())
+	}
+	return res
+}
