@@ -1,0 +1,598 @@
+package journal
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	iofs "io/fs"
+	"math"
+	"sync"
+	"sync/atomic"
+
+	crdberrors "github.com/cockroachdb/errors"
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/oklog/ulid/v2"
+
+	"github.com/quire-dev/quire/clock"
+	"github.com/quire-dev/quire/journal/record"
+)
+
+// Journal is quire's append-only log in one Pebble store. All methods are
+// safe for concurrent use.
+//
+// Acknowledged means synced (RL-1): an append returns its seqs only after
+// the batch holding it was committed with pebble.Sync, and every read
+// serves acknowledged data only. Pebble makes a batch readable before its
+// WAL sync completes, so: scans and Get are capped at [Journal.LastSeq],
+// which advances only after the sync; and the writer holds visMu
+// exclusively while it commits a batch that writes t/ or x/ keys (index
+// entries, snapshots), which Index, Snapshots and Verify read under visMu
+// shared. A reader therefore never sees an unsynced t/ or x/ value, at the
+// cost of waiting out one commit when it races with one.
+type Journal struct {
+	dir      string
+	opts     Options
+	clock    clock.Clock
+	db       *pebble.DB
+	engineID string
+	chainSum uint32 // prevSum of seq 1: CRC32C of the engine id
+
+	// Fail-stop (RL-2): cause is written once, before dead is closed.
+	dead     chan struct{}
+	deadOnce sync.Once
+	cause    error
+	broken   atomic.Bool // a commit failed or Pebble called Fatalf
+
+	// closeMu guards closed and the registered iterators. Appenders hold it
+	// shared while they enqueue, readers while they call into Pebble; Close
+	// takes it exclusively, so no call is in Pebble when the store closes.
+	closeMu   sync.RWMutex
+	closed    bool
+	closedCh  chan struct{}
+	itersMu   sync.Mutex
+	iters     map[openIter]struct{}
+	closeOnce sync.Once
+	closeErr  error
+
+	reqs       chan *request // nil when read-only
+	writerDone chan struct{}
+	w          writerState // owned by the writer goroutine
+
+	visMu sync.RWMutex // see the type comment
+
+	// Acknowledged position; ackCh is closed and replaced on each commit.
+	lastSeq atomic.Uint64
+	lastAt  atomic.Int64
+	ackMu   sync.Mutex
+	ackCh   chan struct{}
+
+	m metrics
+}
+
+// openIter is an iterator registered with its journal so that Close can
+// release its Pebble iterators. release runs with closeMu held exclusively;
+// err becomes the iterator's error unless the iteration had already ended.
+type openIter interface{ release(err error) }
+
+type metrics struct {
+	groups, records, bytes, fsyncs      atomic.Uint64
+	diskSlow, backgroundErrs, loggedErr atomic.Uint64
+	taken                               atomic.Uint64 // requests the builder took from the queue
+}
+
+// Metrics are cumulative counters since Open.
+type Metrics struct {
+	Groups           uint64 // group commits
+	Records          uint64 // records appended
+	Bytes            uint64 // batch bytes committed (records, index keys, snapshots)
+	Fsyncs           uint64 // commits with pebble.Sync (groups, snapshot writes and deletes)
+	DiskSlow         uint64 // Pebble DiskSlow events
+	BackgroundErrors uint64 // Pebble BackgroundError events
+	LoggedErrors     uint64 // Pebble Logger.Errorf calls
+	QueueLen         int    // requests waiting for the writer now
+}
+
+// fatalPanic is the sentinel the logger panics with from Fatalf. Only
+// journal-owned goroutines (the writer, and the one running Open or Close)
+// recover it; in Pebble's own goroutines nothing does, and the process
+// exits, as with Pebble's default logger (spec/reliability.md §2.3).
+type fatalPanic struct{ msg string }
+
+var errFatal = errors.New("journal: pebble fatal error")
+
+// failStopLogger is the Pebble logger. Fatalf must never return: if it
+// did, Pebble's commit path would go on to report success for a failed
+// commit.
+type failStopLogger struct{ j *Journal }
+
+func (failStopLogger) Infof(string, ...any) {}
+
+func (l failStopLogger) Errorf(string, ...any) { l.j.m.loggedErr.Add(1) }
+
+func (l failStopLogger) Fatalf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	l.j.broken.Store(true)
+	l.j.failStop(errors.New("pebble fatal: " + msg))
+	panic(fatalPanic{msg: msg})
+}
+
+// guard runs f, turning the logger's fatal panic into errFatal.
+func guard(f func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			if _, ok := r.(fatalPanic); !ok {
+				panic(r)
+			}
+			err = errFatal
+		}
+	}()
+	return f()
+}
+
+func (j *Journal) onCorruption(info pebble.DataCorruptionInfo) {
+	ce := &CorruptError{Reason: "pebble detected data corruption", File: info.Path, Err: info.Details}
+	if seq, ok := record.ParseLogKey(info.Bounds.Start); ok {
+		ce.Seq = seq
+	}
+	j.failStop(ce)
+}
+
+func (j *Journal) failStop(cause error) {
+	j.deadOnce.Do(func() {
+		j.cause = cause
+		close(j.dead)
+	})
+}
+
+func (j *Journal) isDead() bool {
+	select {
+	case <-j.dead:
+		return true
+	default:
+		return false
+	}
+}
+
+func (j *Journal) failStopError(op string) error {
+	<-j.dead
+	return fmt.Errorf("journal: %s: %w (cause: %w)", op, ErrFailStop, j.cause)
+}
+
+// FailStopped returns the cause of the fail-stop, or nil while the journal
+// is healthy.
+func (j *Journal) FailStopped() error {
+	if !j.isDead() {
+		return nil
+	}
+	return j.cause
+}
+
+// pebbleError wraps an error from Pebble: corruption becomes a
+// *CorruptError (the one place that consults cockroachdb/errors marks).
+func pebbleError(op string, err error) error {
+	if crdberrors.Is(err, pebble.ErrCorruption) {
+		ce := &CorruptError{Reason: op + ": pebble reports corruption", Err: err}
+		if info := pebble.ExtractDataCorruptionInfo(err); info != nil {
+			ce.File = info.Path
+			if seq, ok := record.ParseLogKey(info.Bounds.Start); ok {
+				ce.Seq = seq
+			}
+		}
+		return ce
+	}
+	return fmt.Errorf("journal: %s: %w", op, err)
+}
+
+// Open opens the journal in dir, creating it unless opts.ReadOnly.
+//
+// The store runs at pebble.FormatNewest and its WAL is rotated once before
+// the first append, so that mid-WAL damage is refused instead of silently
+// truncating acknowledged records (spec/reliability.md §2.1). Errors:
+// [*OptionError]; [ErrNotJournal] for a directory with other files or a
+// store without quire metadata; an error wrapping [record.ErrNewerVersion]
+// for a newer layout; [*CorruptError] for damage Pebble or the tail record
+// check detect; an error wrapping fs.ErrNotExist for a missing directory
+// in read-only mode.
+func Open(dir string, opts Options) (*Journal, error) {
+	o := opts.withDefaults()
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	j := &Journal{
+		dir:      dir,
+		opts:     o,
+		clock:    o.Clock,
+		dead:     make(chan struct{}),
+		closedCh: make(chan struct{}),
+		iters:    make(map[openIter]struct{}),
+		ackCh:    make(chan struct{}),
+	}
+	if err := j.checkDir(); err != nil {
+		return nil, err
+	}
+	popts := &pebble.Options{
+		FS:                 o.FS,
+		FormatMajorVersion: pebble.FormatNewest,
+		Logger:             failStopLogger{j},
+		EventListener: &pebble.EventListener{
+			DataCorruption:  j.onCorruption,
+			BackgroundError: func(error) { j.m.backgroundErrs.Add(1) },
+			DiskSlow:        func(pebble.DiskSlowInfo) { j.m.diskSlow.Add(1) },
+		},
+		ReadOnly: o.ReadOnly,
+	}
+	err := guard(func() error {
+		db, err := pebble.Open(dir, popts)
+		if err != nil {
+			return err
+		}
+		j.db = db
+		if !o.ReadOnly {
+			// Rotate the WAL: a new store's first WAL predates the format
+			// ratchet and lacks the synced-offset chunks (§2.1).
+			return db.Flush()
+		}
+		return nil
+	})
+	if err == nil {
+		err = j.load()
+	}
+	if err != nil {
+		if errors.Is(err, errFatal) {
+			return nil, fmt.Errorf("journal: open %s: %w", dir, j.failStopError("open"))
+		}
+		// Release the store unless its pipeline broke. Corruption found by
+		// Open's reads fail-stops the instance too, but this instance has
+		// acknowledged nothing, and a store left open would retry failing
+		// compactions in the background for the life of the process.
+		if j.db != nil && !j.broken.Load() {
+			_ = guard(j.db.Close)
+		}
+		var ce *CorruptError
+		if errors.As(err, &ce) || errors.Is(err, ErrNotJournal) || errors.Is(err, record.ErrNewerVersion) {
+			return nil, err
+		}
+		return nil, pebbleError("open "+dir, err)
+	}
+	if !o.ReadOnly {
+		j.reqs = make(chan *request, o.QueueDepth)
+		j.writerDone = make(chan struct{})
+		go j.run()
+	}
+	return j, nil
+}
+
+// checkDir refuses a directory that holds files but no Pebble store, and
+// creates a missing one (unless read-only).
+func (j *Journal) checkDir() error {
+	fs := j.opts.FS
+	ls, err := fs.List(j.dir)
+	if err != nil {
+		if errors.Is(err, iofs.ErrNotExist) {
+			if j.opts.ReadOnly {
+				return &iofs.PathError{Op: "journal: open read-only", Path: j.dir, Err: iofs.ErrNotExist}
+			}
+			return mkdirSynced(fs, j.dir)
+		}
+		return fmt.Errorf("journal: open %s: %w", j.dir, err)
+	}
+	var other []string
+	for _, name := range ls {
+		if name != "LOCK" {
+			other = append(other, name)
+		}
+	}
+	if len(other) == 0 {
+		if j.opts.ReadOnly {
+			return fmt.Errorf("%w: %s is empty", ErrNotJournal, j.dir)
+		}
+		return nil
+	}
+	desc, err := pebble.Peek(j.dir, fs)
+	if err != nil {
+		return pebbleError("open "+j.dir, err)
+	}
+	if !desc.Exists {
+		return fmt.Errorf("%w: %s holds files (e.g. %q) but no Pebble store", ErrNotJournal, j.dir, other[0])
+	}
+	return checkWALs(fs, j.dir, ls)
+}
+
+// mkdirSynced creates dir and syncs the parent of every directory it
+// created, so that a crash cannot lose the journal's directory entry.
+func mkdirSynced(fs vfs.FS, dir string) error {
+	var created []string
+	for p := dir; ; {
+		if _, err := fs.Stat(p); err == nil {
+			break
+		}
+		created = append(created, p)
+		parent := fs.PathDir(p)
+		if parent == p {
+			break
+		}
+		p = parent
+	}
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("journal: create %s: %w", dir, err)
+	}
+	for _, p := range created {
+		d, err := fs.OpenDir(fs.PathDir(p))
+		if err == nil {
+			err = d.Sync()
+			if cerr := d.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("journal: create %s: sync parent directory: %w", dir, err)
+		}
+	}
+	return nil
+}
+
+// load reads or creates the metadata and finds the tail of the log.
+func (j *Journal) load() error {
+	format, ok, err := j.getMeta(metaFormat)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		empty, err := j.storeEmpty()
+		if err != nil {
+			return err
+		}
+		if !empty || j.opts.ReadOnly {
+			return fmt.Errorf("%w: %s is a Pebble store without quire metadata (%s)", ErrNotJournal, j.dir, metaFormat)
+		}
+		return j.create()
+	}
+	if len(format) != 8 {
+		return &CorruptError{Reason: fmt.Sprintf("metadata %s is %d bytes, want 8", metaFormat, len(format))}
+	}
+	if v := binary.BigEndian.Uint64(format); v != FormatVersion {
+		if v > FormatVersion {
+			return fmt.Errorf("journal: open %s: %w: layout version %d, this code reads up to %d",
+				j.dir, record.ErrNewerVersion, v, FormatVersion)
+		}
+		return &CorruptError{Reason: fmt.Sprintf("metadata %s holds unknown layout version %d", metaFormat, v)}
+	}
+	id, ok, err := j.getMeta(metaEngine)
+	if err != nil {
+		return err
+	}
+	if !ok || len(id) == 0 || len(id) > record.StreamIDBytesMax {
+		return &CorruptError{Reason: fmt.Sprintf("metadata %s is missing or malformed", metaEngine)}
+	}
+	j.setEngineID(string(id))
+	return j.loadTail()
+}
+
+func (j *Journal) setEngineID(id string) {
+	j.engineID = id
+	j.chainSum = record.Checksum([]byte(id))
+	j.w.lastSum = j.chainSum
+	j.w.lastAt = math.MinInt64
+}
+
+func (j *Journal) create() error {
+	id := j.opts.EngineID
+	if id == "" {
+		u, err := ulid.New(ulid.Timestamp(j.clock.Now()), rand.Reader)
+		if err != nil {
+			return fmt.Errorf("journal: create %s: engine id: %w", j.dir, err)
+		}
+		id = u.String()
+	}
+	b := j.db.NewBatch()
+	var v [8]byte
+	binary.BigEndian.PutUint64(v[:], FormatVersion)
+	_ = b.Set([]byte(metaFormat), v[:], nil)
+	_ = b.Set([]byte(metaEngine), []byte(id), nil)
+	if err := b.Commit(pebble.Sync); err != nil {
+		return err
+	}
+	_ = b.Close()
+	j.setEngineID(id)
+	return nil
+}
+
+func (j *Journal) getMeta(key string) ([]byte, bool, error) {
+	v, closer, err := j.db.Get([]byte(key))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, pebbleError("read "+key, err)
+	}
+	out := bytes.Clone(v)
+	_ = closer.Close()
+	return out, true, nil
+}
+
+func (j *Journal) storeEmpty() (bool, error) {
+	it, err := j.db.NewIter(nil)
+	if err != nil {
+		return false, pebbleError("open", err)
+	}
+	any := it.First()
+	err = it.Error()
+	if cerr := it.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return false, pebbleError("open", err)
+	}
+	return !any, nil
+}
+
+// loadTail reads the last record to continue the chain. A damaged tail
+// refuses a read-write open (the next record could not chain to it); a
+// read-only open goes on so that Verify can report it.
+func (j *Journal) loadTail() error {
+	it, err := j.db.NewIter(&pebble.IterOptions{LowerBound: []byte(prefixLog), UpperBound: prefixEnd(prefixLog)})
+	if err != nil {
+		return pebbleError("open", err)
+	}
+	defer func() { _ = it.Close() }()
+	if !it.Last() {
+		if err := it.Error(); err != nil {
+			return pebbleError("open", err)
+		}
+		return nil
+	}
+	seq, ok := record.ParseLogKey(it.Key())
+	if !ok {
+		return &CorruptError{Reason: fmt.Sprintf("malformed log key %x", it.Key())}
+	}
+	val, err := it.ValueAndErr()
+	if err != nil {
+		return pebbleError("open", err)
+	}
+	j.lastSeq.Store(seq)
+	env, err := record.ParseEnvelope(seq, val, j.opts.RecordBytesMax)
+	if err != nil {
+		if j.opts.ReadOnly {
+			return nil
+		}
+		return j.recordError(seq, "", err)
+	}
+	j.w.lastSeq, j.w.lastSum, j.w.lastAt = seq, env.Sum, env.At
+	j.lastAt.Store(env.At)
+	return nil
+}
+
+// EngineID returns the id the journal was created with.
+func (j *Journal) EngineID() string { return j.engineID }
+
+// Dir returns the directory passed to Open.
+func (j *Journal) Dir() string { return j.dir }
+
+// LastSeq returns the highest acknowledged seq (0 for an empty journal).
+// Every record up to it is synced; records 1..LastSeq form the log.
+func (j *Journal) LastSeq() uint64 { return j.lastSeq.Load() }
+
+// LastAt returns the At (Unix nanoseconds) of the record at LastSeq, or 0
+// for an empty journal.
+func (j *Journal) LastAt() int64 { return j.lastAt.Load() }
+
+// Metrics returns the counters so far.
+func (j *Journal) Metrics() Metrics {
+	return Metrics{
+		Groups:           j.m.groups.Load(),
+		Records:          j.m.records.Load(),
+		Bytes:            j.m.bytes.Load(),
+		Fsyncs:           j.m.fsyncs.Load(),
+		DiskSlow:         j.m.diskSlow.Load(),
+		BackgroundErrors: j.m.backgroundErrs.Load(),
+		LoggedErrors:     j.m.loggedErr.Load(),
+		QueueLen:         len(j.reqs),
+	}
+}
+
+// publish advances the acknowledged position and wakes [Journal.Wait].
+func (j *Journal) publish(seq uint64, at int64) {
+	j.ackMu.Lock()
+	j.lastAt.Store(at)
+	j.lastSeq.Store(seq)
+	close(j.ackCh)
+	j.ackCh = make(chan struct{})
+	j.ackMu.Unlock()
+}
+
+// Wait blocks until LastSeq() > after and returns it, so that a follower
+// can Scan from after+1. It is woken by each commit, never by polling.
+// It returns early with ctx's error, [ErrClosed] or [ErrFailStop]; on a
+// read-only journal it returns [ErrReadOnly] instead of blocking.
+func (j *Journal) Wait(ctx context.Context, after uint64) (uint64, error) {
+	for {
+		j.ackMu.Lock()
+		last, ch := j.lastSeq.Load(), j.ackCh
+		j.ackMu.Unlock()
+		if last > after {
+			return last, nil
+		}
+		if j.opts.ReadOnly {
+			return last, fmt.Errorf("journal: wait for seq > %d: %w", after, ErrReadOnly)
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return last, fmt.Errorf("journal: wait for seq > %d: %w", after, ctx.Err())
+		case <-j.dead:
+			return last, j.failStopError(fmt.Sprintf("wait for seq > %d", after))
+		case <-j.closedCh:
+			return last, fmt.Errorf("journal: wait for seq > %d: %w", after, ErrClosed)
+		}
+	}
+}
+
+// Close stops intake, lets the writer finish every queued request (each
+// completes or fails), releases open iterators and closes the store. It is
+// idempotent: later calls return the first result. After a fail-stop it
+// does not touch the store and returns an error wrapping [ErrFailStop].
+func (j *Journal) Close() error {
+	j.closeOnce.Do(func() { j.closeErr = j.close() })
+	return j.closeErr
+}
+
+func (j *Journal) close() error {
+	j.closeMu.Lock()
+	j.closed = true
+	close(j.closedCh)
+	if j.reqs != nil {
+		// No appender is inside enqueue: they hold closeMu shared.
+		close(j.reqs)
+	}
+	j.closeMu.Unlock()
+	if j.writerDone != nil {
+		<-j.writerDone
+	}
+	j.closeMu.Lock()
+	defer j.closeMu.Unlock()
+	if j.isDead() {
+		return j.failStopError("close")
+	}
+	j.itersMu.Lock()
+	for it := range j.iters {
+		it.release(fmt.Errorf("journal: iterate: %w", ErrClosed))
+	}
+	clear(j.iters)
+	j.itersMu.Unlock()
+	err := guard(j.db.Close)
+	if errors.Is(err, errFatal) {
+		return j.failStopError("close")
+	}
+	if err != nil {
+		return pebbleError("close", err)
+	}
+	return nil
+}
+
+// readBegin checks that a read may call into Pebble. The caller holds
+// closeMu shared.
+func (j *Journal) readBegin(op string) error {
+	if j.closed {
+		return fmt.Errorf("journal: %s: %w", op, ErrClosed)
+	}
+	if j.isDead() {
+		return j.failStopError(op)
+	}
+	return nil
+}
+
+func (j *Journal) register(it openIter) {
+	j.itersMu.Lock()
+	j.iters[it] = struct{}{}
+	j.itersMu.Unlock()
+}
+
+func (j *Journal) unregister(it openIter) {
+	j.itersMu.Lock()
+	delete(j.iters, it)
+	j.itersMu.Unlock()
+}

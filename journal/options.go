@@ -1,0 +1,116 @@
+package journal
+
+import (
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/quire-dev/quire/clock"
+	"github.com/quire-dev/quire/journal/record"
+)
+
+// Defaults and bounds of [Options] (RL-11).
+const (
+	GroupRecordsMaxDefault  = 1024
+	GroupBytesMaxDefault    = 4 << 20
+	QueueDepthDefault       = 4096
+	SnapshotBytesMaxDefault = 64 << 20
+
+	recordBytesMaxLow   = 1 << 10
+	recordBytesMaxHigh  = 64 << 20
+	groupRecordsMaxHigh = 1 << 16
+	groupBytesMaxHigh   = 1 << 30
+	queueDepthMaxHigh   = 1 << 20
+	snapshotBytesHigh   = 1 << 30
+)
+
+// Options configures [Open]. The zero value is usable except for Clock,
+// which is required. Every limit is validated once, by Open; an out-of-range
+// value is an [*OptionError] naming the field.
+type Options struct {
+	// FS is the file system the store lives on. Nil means vfs.Default; tests
+	// and sim pass a vfs.NewCrashableMem().
+	FS vfs.FS
+
+	// Clock stamps each record's At (Unix nanoseconds), clamped so that At
+	// never goes backwards along the log (RL-9). Required: the journal never
+	// reads the system clock itself.
+	Clock clock.Clock
+
+	// RecordBytesMax caps one encoded record envelope, in bytes. Zero means
+	// record.RecordBytesMaxDefault (1 MiB). Range 1 KiB to 64 MiB, and at
+	// most GroupBytesMax. Reads treat a longer value as corrupt, so never
+	// lower it below records the journal already holds.
+	RecordBytesMax int
+
+	// GroupRecordsMax caps the records one group commit carries. Zero means
+	// 1024. Range 1 to 65536. One append may not exceed it (its records
+	// commit in one batch).
+	GroupRecordsMax int
+
+	// GroupBytesMax caps the envelope and index bytes one group commit
+	// carries. Zero means 4 MiB. Range RecordBytesMax to 1 GiB. One append
+	// may not exceed it.
+	GroupBytesMax int
+
+	// QueueDepth is the number of appends (and snapshot or checkpoint
+	// requests) that may wait for the writer; further callers block until
+	// there is room or their ctx ends. Zero means 4096. Range 1 to 1<<20.
+	QueueDepth int
+
+	// SnapshotBytesMax caps one snapshot's state, in bytes. Zero means 64
+	// MiB. Range 1 KiB to 1 GiB. Reads treat a longer value as corrupt.
+	SnapshotBytesMax int
+
+	// EngineID names the store; the first record's prevSum is its CRC32C,
+	// which binds the log to its store. Used only when Open creates the
+	// journal (an existing journal keeps the id it was created with). Empty
+	// means a new ULID (Clock time, crypto/rand entropy). At most 127 bytes.
+	EngineID string
+
+	// ReadOnly opens an existing journal for inspection (qctl): Pebble in
+	// read-only mode, no writer goroutine, no WAL rotation. Appends and
+	// snapshot writes return [ErrReadOnly]. A missing directory is an
+	// error wrapping fs.ErrNotExist.
+	ReadOnly bool
+}
+
+func (o Options) withDefaults() Options {
+	if o.FS == nil {
+		o.FS = vfs.Default
+	}
+	if o.RecordBytesMax == 0 {
+		o.RecordBytesMax = record.RecordBytesMaxDefault
+	}
+	if o.GroupRecordsMax == 0 {
+		o.GroupRecordsMax = GroupRecordsMaxDefault
+	}
+	if o.GroupBytesMax == 0 {
+		o.GroupBytesMax = GroupBytesMaxDefault
+	}
+	if o.QueueDepth == 0 {
+		o.QueueDepth = QueueDepthDefault
+	}
+	if o.SnapshotBytesMax == 0 {
+		o.SnapshotBytesMax = SnapshotBytesMaxDefault
+	}
+	return o
+}
+
+func (o Options) validate() error {
+	switch {
+	case o.Clock == nil:
+		return &OptionError{Field: "Clock", Value: nil, Reason: "required (the journal never reads the system clock)"}
+	case o.RecordBytesMax < recordBytesMaxLow || o.RecordBytesMax > recordBytesMaxHigh:
+		return &OptionError{Field: "RecordBytesMax", Value: o.RecordBytesMax, Reason: "must be between 1 KiB and 64 MiB"}
+	case o.GroupRecordsMax < 1 || o.GroupRecordsMax > groupRecordsMaxHigh:
+		return &OptionError{Field: "GroupRecordsMax", Value: o.GroupRecordsMax, Reason: "must be between 1 and 65536"}
+	case o.GroupBytesMax < o.RecordBytesMax || o.GroupBytesMax > groupBytesMaxHigh:
+		return &OptionError{Field: "GroupBytesMax", Value: o.GroupBytesMax, Reason: "must be between RecordBytesMax and 1 GiB"}
+	case o.QueueDepth < 1 || o.QueueDepth > queueDepthMaxHigh:
+		return &OptionError{Field: "QueueDepth", Value: o.QueueDepth, Reason: "must be between 1 and 1048576"}
+	case o.SnapshotBytesMax < recordBytesMaxLow || o.SnapshotBytesMax > snapshotBytesHigh:
+		return &OptionError{Field: "SnapshotBytesMax", Value: o.SnapshotBytesMax, Reason: "must be between 1 KiB and 1 GiB"}
+	case len(o.EngineID) > record.StreamIDBytesMax:
+		return &OptionError{Field: "EngineID", Value: o.EngineID, Reason: "must be at most 127 bytes"}
+	}
+	return nil
+}
