@@ -105,14 +105,18 @@ func (m *Machine) startWorkflow(d *Decision, now time.Time, def *WorkflowDef, st
 }
 
 // enter appends the current step's entry records (WF-11). A paused
-// workflow enters nothing (WF-15); a workflow whose definition is not
-// registered in this process waits until it is.
+// workflow enters nothing, but completes once past its last step (WF-15);
+// a workflow whose definition is not registered in this process waits
+// until it is.
 func (m *Machine) enter(d *Decision, now time.Time, w *replay.Workflow) {
-	if w == nil || w.Status != replay.WorkflowRunning || w.Entered {
+	if w == nil || w.Entered {
 		return
 	}
-	if w.Step >= w.Steps {
+	if w.Step >= w.Steps && (w.Status == replay.WorkflowRunning || w.Status == replay.WorkflowPaused) {
 		m.completeWorkflow(d, now, w)
+		return
+	}
+	if w.Status != replay.WorkflowRunning {
 		return
 	}
 	def := m.def(w.Name)
@@ -685,15 +689,35 @@ func (m *Machine) DeadlineHandlerDone(run DeadlineRun, outcome, msg string) Deci
 }
 
 // WorkflowRegistered enters the current step of the workflows of name that
-// waited for their definition.
+// waited for their definition, and settles the waits that signals or
+// dependencies satisfied meanwhile (WF-6, WF-7).
 func (m *Machine) WorkflowRegistered(now time.Time, name string) Decision {
 	var d Decision
 	for _, id := range m.st.WorkflowIDs() {
 		if w := m.st.Workflows[id]; w != nil && w.Name == name {
 			m.enter(&d, now, w)
+			m.settleWait(&d, now, w)
 		}
 	}
 	return d
+}
+
+// settleWait settles the wait w is parked on if it is satisfied or, for
+// workflows, decided.
+func (m *Machine) settleWait(d *Decision, now time.Time, w *replay.Workflow) {
+	def := m.def(w.Name)
+	if def == nil || int(w.Step) >= len(def.Steps) || w.Wait == nil {
+		return
+	}
+	step := &def.Steps[w.Step]
+	switch w.Status {
+	case replay.WorkflowWaitingSignal:
+		if out, consumed, ok := m.signalsSatisfy(w, step); ok {
+			m.resumeWait(d, now, w, "signal", out, consumed)
+		}
+	case replay.WorkflowWaitingWorkflows:
+		m.settleWorkflowsWait(d, now, w, step, w.Wait.Workflows, true)
+	}
 }
 
 // delay timers of Delay steps: entries keyed by (fire at, workflow start
