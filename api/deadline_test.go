@@ -1120,7 +1120,6 @@ func TestWD20_DeliveryTimeoutRetriesNeverTouchTheDeadline(t *testing.T) {
 // first dispatch, so that a workflow whose deadline passed during downtime
 // fails before any of its pending work starts.
 func TestWD6_PostRecoveryCheckPrecedesFirstDispatch(t *testing.T) {
-	t.Skip("engine bug (reported): Engine.Start enables dispatch before the deadline checks, so the first Dispatch starts jobs and fires overdue delays of expired workflows before the post-recovery check")
 	b := setup(t, nil)
 	var rec recorder
 	register := func(e *api.Engine) {

@@ -356,12 +356,13 @@ func (e *Engine) Start(ctx context.Context) error {
 	if err := e.admit(); err != nil {
 		return err
 	}
-	if err := e.r.SetDispatch(ctx, true); err != nil {
+	// WD-6: the long-running mode checks workflow deadlines once right
+	// after recovery, before the first dispatch, then every
+	// DeadlineCheckInterval; the check is decided ahead of any start.
+	if err := e.r.EnableDeadlineChecks(ctx); err != nil {
 		return err
 	}
-	// WD-6: the long-running mode checks workflow deadlines once now, after
-	// recovery, then every DeadlineCheckInterval.
-	return e.r.EnableDeadlineChecks(ctx)
+	return e.r.SetDispatch(ctx, true)
 }
 
 func (e *Engine) startOnce(ctx context.Context) error {

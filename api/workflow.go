@@ -184,7 +184,7 @@ func (w *Workflow) WaitForAnySignal(names ...string) *Workflow {
 }
 
 func (w *Workflow) waitSignal(option, mode string, names []string) *Workflow {
-	name := "wait_" + strconv.Itoa(len(w.steps))
+	name := strconv.Itoa(len(w.steps))
 	if len(names) == 0 {
 		w.fail(name, option, "needs at least one signal name")
 	}
@@ -198,7 +198,7 @@ func (w *Workflow) waitSignal(option, mode string, names []string) *Workflow {
 
 // WaitForWorkflows adds a step that waits for the workflows ids (WF-7).
 func (w *Workflow) WaitForWorkflows(mode WaitMode, ids ...string) *Workflow {
-	name := "wait_" + strconv.Itoa(len(w.steps))
+	name := strconv.Itoa(len(w.steps))
 	if len(ids) == 0 {
 		w.fail(name, "WaitForWorkflows", "needs at least one workflow id")
 	}
@@ -209,7 +209,7 @@ func (w *Workflow) WaitForWorkflows(mode WaitMode, ids ...string) *Workflow {
 // WaitForWorkflowsIn is WaitForWorkflows with the ids read, on entry, from
 // the public state key stateKey (a list of strings).
 func (w *Workflow) WaitForWorkflowsIn(mode WaitMode, stateKey string) *Workflow {
-	name := "wait_" + strconv.Itoa(len(w.steps))
+	name := strconv.Itoa(len(w.steps))
 	if stateKey == "" || !isPublic(stateKey) {
 		w.fail(name, "WaitForWorkflowsIn", "state key must be a public key, got "+strconv.Quote(stateKey))
 	}
@@ -351,6 +351,15 @@ func (e *Engine) Register(w *Workflow) error {
 		return &WorkflowError{Workflow: w.name, Option: "OnDeadline", Reason: fmt.Sprintf("deadline handler %q is not registered", w.onDeadline)}
 	}
 	def := &scheduler.WorkflowDef{Name: w.name, Deadline: w.deadline, OnDeadline: w.onDeadline}
+	def.Defaults.Queue = w.queue
+	if w.priority != nil {
+		p := uint8(*w.priority)
+		def.Defaults.Priority = &p
+	}
+	if w.maxAttempts != nil {
+		n := int32(*w.maxAttempts)
+		def.Defaults.MaxAttempts = &n
+	}
 	var handlers []*handlerEntry
 	for _, s := range w.steps {
 		sd := scheduler.StepDef{Kind: s.kind, Name: s.name, Delay: s.delay, Signals: s.signals, Mode: s.mode,
@@ -364,6 +373,12 @@ func (e *Engine) Register(w *Workflow) error {
 				return err
 			}
 			sd.Queue, sd.Priority, sd.Retry, sd.Timeout = req.Queue, req.Priority, req.Retry, req.DeliveryTimeout
+			own, _ := e.buildJobOptions(s.opts)
+			sd.Inherit = scheduler.Inheritable{
+				Queue:       own.queue == nil && w.queue == nil,
+				Priority:    own.priority == nil && w.priority == nil,
+				MaxAttempts: own.maxAttempts == nil && w.maxAttempts == nil,
+			}
 		}
 		for i, fn := range s.fns {
 			name := stepHandlerName(w.name, s.name, i, len(s.fns))

@@ -360,7 +360,6 @@ func TestWF2_UnnamedStepsAreNamedByIndexAndDelayRank(t *testing.T) {
 // WF-2: every unnamed step but a Delay is named by its index, waits
 // included.
 func TestWF2_UnnamedWaitStepsAreNamedByIndex(t *testing.T) {
-	t.Skip("api bug (reported): WaitForSignal, WaitForAnySignal and WaitForWorkflows name an unnamed step \"wait_<index>\", not \"<index>\"")
 	b := setup(t, nil)
 	wfRegister(t, b.eng, api.NewWorkflow("w").Then("", wfReturn(nil)).WaitForSignal("go"))
 	b.start()
@@ -921,7 +920,6 @@ func TestWF8_SubWorkflowMergesChildPublicStateInItsCompletionAppend(t *testing.T
 }
 
 func TestWF8_ChildInheritsQueuePriorityAndMaxAttempts(t *testing.T) {
-	t.Skip("engine gap (reported): a child's step jobs take the child definition's options; the parent's queue, priority and max attempts are not inherited")
 	b := setup(t, nil)
 	wfRegister(t, b.eng, api.NewWorkflow("child").Then("work", wfReturn(nil)))
 	wfRegister(t, b.eng, api.NewWorkflow("parent").SubWorkflow("sub", "child").

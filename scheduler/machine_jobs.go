@@ -144,8 +144,11 @@ func (m *Machine) Settle(now time.Time, res Result) (Decision, error) {
 		if v, err := replay.EncodeSummary(summary); err == nil {
 			d.Index = append(d.Index, IndexEntry{ID: j.ID, Value: v})
 		}
-		for _, fu := range res.FollowUps {
-			m.enqueue(&d, now, fu)
+		// WF-20: a late step success enqueues nothing, follow-ups included.
+		if j.WorkflowID == "" || live {
+			for _, fu := range res.FollowUps {
+				m.enqueue(&d, now, fu)
+			}
 		}
 		if live {
 			m.stepSucceeded(&d, now, w)

@@ -126,12 +126,23 @@ func (m *Machine) enter(d *Decision, now time.Time, w *replay.Workflow) {
 	step := &def.Steps[w.Step]
 	switch step.Kind {
 	case StepThen, StepParallel:
+		queue, prio, retry := step.Queue, step.Priority, step.Retry
+		inh := m.inherited(w)
+		if step.Inherit.Queue && inh.Queue != nil {
+			queue = *inh.Queue
+		}
+		if step.Inherit.Priority && inh.Priority != nil {
+			prio = *inh.Priority
+		}
+		if step.Inherit.MaxAttempts && inh.MaxAttempts != nil {
+			retry.MaxAttempts = *inh.MaxAttempts
+		}
 		for i, h := range step.Handlers {
 			if branchDone(w, int32(i)) {
 				continue // WF-18: only branches without attempt_succeeded
 			}
 			m.enqueue(d, now, EnqueueRequest{
-				Handler: h, Queue: step.Queue, Priority: step.Priority, Retry: step.Retry,
+				Handler: h, Queue: queue, Priority: prio, Retry: retry,
 				DeliveryTimeout: step.Timeout, WorkflowID: w.ID, Step: w.Step, Branch: int32(i),
 			})
 		}
@@ -175,6 +186,32 @@ func (m *Machine) enter(d *Decision, now time.Time, w *replay.Workflow) {
 		}
 		m.startWorkflow(d, now, child, pub, "", w.ID, w.Step)
 	}
+}
+
+// inherited returns the job options a sub-workflow inherits from its
+// ancestors (WF-8): each ancestor's own workflow-wide options over those it
+// inherited. A workflow whose parent left the state inherits nothing more.
+func (m *Machine) inherited(w *replay.Workflow) JobDefaults {
+	var out JobDefaults
+	for depth := 0; w.ParentID != "" && depth < 64; depth++ {
+		p := m.st.Workflows[w.ParentID]
+		if p == nil {
+			break
+		}
+		if def := m.def(p.Name); def != nil {
+			if out.Queue == nil {
+				out.Queue = def.Defaults.Queue
+			}
+			if out.Priority == nil {
+				out.Priority = def.Defaults.Priority
+			}
+			if out.MaxAttempts == nil {
+				out.MaxAttempts = def.Defaults.MaxAttempts
+			}
+		}
+		w = p
+	}
+	return out
 }
 
 func branchDone(w *replay.Workflow, b int32) bool {

@@ -49,6 +49,23 @@ type StepDef struct {
 	Priority uint8
 	Retry    record.RetryPolicy
 	Timeout  time.Duration
+	// Inherit marks the options that came from the engine's defaults, not
+	// from the step or its workflow: in a sub-workflow they are taken from
+	// the parent instead (WF-8).
+	Inherit Inheritable
+}
+
+// Inheritable lists the job options a sub-workflow inherits (WF-8).
+type Inheritable struct {
+	Queue, Priority, MaxAttempts bool
+}
+
+// JobDefaults are a workflow's own workflow-wide job options; nil fields
+// were not set.
+type JobDefaults struct {
+	Queue       *string
+	Priority    *uint8
+	MaxAttempts *int32
 }
 
 // WorkflowDef is a registered, validated workflow definition.
@@ -60,6 +77,8 @@ type WorkflowDef struct {
 	Deadline time.Duration
 	// OnDeadline names the on-deadline handler (WD-2), "" for none.
 	OnDeadline string
+	// Defaults are the workflow-wide job options set on the definition.
+	Defaults JobDefaults
 }
 
 // WorkflowSummary is what the machine needs to know of a workflow that left
