@@ -1,8 +1,7 @@
 package api
 
 import (
-	"context"
-	"errors"
+	"io"
 	"time"
 
 	"github.com/quire-dev/quire/clock"
@@ -11,45 +10,58 @@ import (
 )
 
 // Delivery is a handler's read-only view of its attempt: which job and
-// attempt it is, its deadline, and its cancellation (DL-12, DL-14). It
-// offers no way to settle or cancel: a handler decides its outcome only by
-// what it returns.
+// attempt it is, its deadline, its cancellation (DL-12, DL-14), its
+// attempt scope and its attempt-local values. It offers no way to settle
+// or cancel: a handler decides its outcome only by what it returns.
+// Middleware and guards receive the same Delivery as the handler.
 type Delivery struct {
-	jobID    string
-	handler  string
-	queue    string
-	attempt  int
-	workflow string
-	deadline time.Time
-	clk      clock.Clock
-	ctx      context.Context
+	a   *scheduler.Attempt
+	clk clock.Clock
+	eng *Engine
 
 	followUps []scheduler.EnqueueRequest
-	eng       *Engine
-	err       error
+}
+
+func newDelivery(e *Engine, a *scheduler.Attempt) *Delivery {
+	return &Delivery{a: a, clk: e.clk, eng: e}
 }
 
 // JobID returns the id of the job (handlers must be idempotent: the same
 // job may run again after a crash, RL-10).
-func (d *Delivery) JobID() string { return d.jobID }
+func (d *Delivery) JobID() string { return d.a.Job.ID }
 
 // Handler returns the handler name the job was enqueued for.
-func (d *Delivery) Handler() string { return d.handler }
+func (d *Delivery) Handler() string { return d.a.Job.Handler }
 
 // Queue returns the job's queue.
-func (d *Delivery) Queue() string { return d.queue }
+func (d *Delivery) Queue() string { return d.a.Job.Queue }
 
 // Attempt returns the attempt number, 1 for the first start.
-func (d *Delivery) Attempt() int { return d.attempt }
+func (d *Delivery) Attempt() int { return int(d.a.Job.Attempts) }
 
 // WorkflowID returns the workflow of a step job, or "".
-func (d *Delivery) WorkflowID() string { return d.workflow }
+func (d *Delivery) WorkflowID() string { return d.a.Job.WorkflowID }
 
-// Deadline returns the attempt's deadline as the handler sees it (DL-12).
-func (d *Delivery) Deadline() Deadline { return Deadline{at: d.deadline, clk: d.clk} }
+// Deadline returns the attempt's deadline as the handler sees it now:
+// min(P, G) during a shutdown, P otherwise (DL-12). It never grows, and
+// it is the Deadline of the context the handler receives.
+func (d *Delivery) Deadline() Deadline { return Deadline{at: d.a.Deadline(), clk: d.clk} }
 
 // Cancellation returns the attempt's read-only cancellation view (DL-14).
-func (d *Delivery) Cancellation() Cancellation { return Cancellation{ctx: d.ctx} }
+func (d *Delivery) Cancellation() Cancellation { return Cancellation{sig: d.a.Signal()} }
+
+// Scope returns the attempt scope: resources registered on it are closed
+// exactly once by the engine, after the attempt's termination hooks and
+// before its settlement (DL-36).
+func (d *Delivery) Scope() *Scope { return &Scope{s: d.a.Scope()} }
+
+// SetValue stores an attempt-local value under key. Values that implement
+// [Releaser] are released once by the engine when the attempt ends, unless
+// a termination hook took them (DL-36 step 3).
+func (d *Delivery) SetValue(key string, v any) { d.a.SetValue(key, v) }
+
+// Value returns the attempt-local value under key.
+func (d *Delivery) Value(key string) (any, bool) { return d.a.Value(key) }
 
 // Enqueue adds a job to enqueue in the same atomic append as this
 // attempt's successful settlement: it is enqueued if and only if the
@@ -63,6 +75,26 @@ func (d *Delivery) Enqueue(handler string, payload any, opts ...JobOption) error
 	return nil
 }
 
+// Releaser is implemented by attempt-local values that hold something to
+// give back when the attempt ends. A panic in Release is recorded as
+// DELIVERY_RESOURCE_RELEASE_PANICKED.
+type Releaser = scheduler.Releaser
+
+// Scope is an attempt scope: named resources that live as long as one
+// attempt. Resolve them with Lookup, from the pipeline or from a
+// termination hook while the scope is open.
+type Scope struct {
+	s *scheduler.Scope
+}
+
+// Register adds r under key, to be closed once when the attempt ends, in
+// reverse order of registration. It fails after the scope closed, for an
+// empty key or nil r, or a key already held.
+func (s *Scope) Register(key string, r io.Closer) error { return s.s.Register(key, r) }
+
+// Lookup returns the resource under key while the scope is open.
+func (s *Scope) Lookup(key string) (io.Closer, bool) { return s.s.Lookup(key) }
+
 // Deadline is the instant by which a handler should have returned.
 type Deadline struct {
 	at  time.Time
@@ -73,6 +105,8 @@ type Deadline struct {
 func (d Deadline) At() time.Time { return d.at }
 
 // Remaining returns the budget left now, never negative (DL-12, DL-13).
+// It says only whether budget exists at this instant: pass the context to
+// every blocking call instead of relying on it.
 func (d Deadline) Remaining() time.Duration { return deadlines.Remaining(d.at, d.clk.Now()) }
 
 // Reason is why an attempt was cancelled (DL-15).
@@ -87,29 +121,113 @@ const (
 	ReasonRuntimeCancellation = deadlines.ReasonRuntimeCancellation
 )
 
-// Cancellation is a read-only view of an attempt's cancellation: a done
-// channel, whether it fired, and the first reason with its instant.
+// Cancellation is a read-only view of an attempt's cancellation, or of a
+// termination hook's cleanup cancellation: a done channel, whether it
+// fired, and the first reason with its instant (DL-14, DL-16). The context
+// passed with it is cancelled with the same cause, a [*CancelReason].
 type Cancellation struct {
-	ctx context.Context
+	sig *scheduler.Signal
 }
+
+// CancelReason is the cause (see context.Cause) of a cancelled attempt
+// context: the first reason and the instant it was recorded.
+type CancelReason = scheduler.CancelReason
 
 // Done is closed when the attempt is cancelled.
-func (c Cancellation) Done() <-chan struct{} { return c.ctx.Done() }
+func (c Cancellation) Done() <-chan struct{} { return c.sig.Done() }
 
-// IsCancelled reports whether the attempt has been cancelled.
-func (c Cancellation) IsCancelled() bool { return c.ctx.Err() != nil }
+// IsCancelled reports whether the attempt has been cancelled. Like
+// [Deadline.Remaining], it holds only at the instant of the call (DL-13).
+func (c Cancellation) IsCancelled() bool { return c.sig.IsCancelled() }
 
 // Reason returns the first reason and the instant it was recorded, or
-// false if the attempt is not cancelled (DL-16).
-func (c Cancellation) Reason() (Reason, time.Time, bool) {
-	if c.ctx.Err() == nil {
+// false if the attempt is not cancelled (DL-16). Deadline-driven reasons
+// carry the deadline instant, not the instant the engine observed it.
+func (c Cancellation) Reason() (Reason, time.Time, bool) { return c.sig.Reason() }
+
+// TerminationCause says why termination hooks run (DL-35).
+type TerminationCause = scheduler.Cause
+
+// Termination causes.
+const (
+	// ExecutionCancelled: the attempt was abandoned at its cooperative
+	// deadline after a cancellation reason; see [Termination.Reason].
+	ExecutionCancelled = scheduler.CauseExecutionCancelled
+	// TerminationPanicked: a normal After panicked (DL-28).
+	TerminationPanicked = scheduler.CausePanicked
+	// OwnerAbandoned: the attempt's owner was torn down.
+	OwnerAbandoned = scheduler.CauseOwnerAbandoned
+)
+
+// NormalExit is how a middleware's normal After ended (DL-29).
+type NormalExit = scheduler.Exit
+
+// Normal exits a termination hook may see (DL-32).
+const (
+	ExitNotStarted  = scheduler.ExitNotStarted
+	ExitInterrupted = scheduler.ExitInterrupted
+	ExitPanicked    = scheduler.ExitPanicked
+)
+
+// Termination is what a middleware's termination hook may read (DL-35):
+// the attempt's identity, why the hooks run, its own normal exit, its own
+// cleanup cancellation and deadline, the still-open attempt scope, the
+// attempt-local values and whether the execution has returned. It has no
+// way to change the attempt's result and no settlement authority.
+type Termination struct {
+	d   *Delivery
+	run *scheduler.HookRun
+}
+
+// JobID returns the id of the job.
+func (t *Termination) JobID() string { return t.d.JobID() }
+
+// Handler returns the handler name of the job.
+func (t *Termination) Handler() string { return t.d.Handler() }
+
+// Queue returns the job's queue.
+func (t *Termination) Queue() string { return t.d.Queue() }
+
+// Attempt returns the attempt number.
+func (t *Termination) Attempt() int { return t.d.Attempt() }
+
+// WorkflowID returns the workflow of a step job, or "".
+func (t *Termination) WorkflowID() string { return t.d.WorkflowID() }
+
+// Cause returns why the hooks run.
+func (t *Termination) Cause() TerminationCause { return t.run.Cause }
+
+// Reason returns the attempt's first cancellation reason and its instant,
+// or false if none was recorded (a panic ended the unwind).
+func (t *Termination) Reason() (Reason, time.Time, bool) {
+	if t.run.Reason == deadlines.ReasonNone {
 		return deadlines.ReasonNone, time.Time{}, false
 	}
-	var cr *scheduler.CancelReason
-	if errors.As(context.Cause(c.ctx), &cr) {
-		if r, ok := deadlines.ParseReason(cr.Reason); ok {
-			return r, cr.At, true
-		}
-	}
-	return deadlines.ReasonRuntimeCancellation, time.Time{}, true
+	return t.run.Reason, t.run.ReasonAt, true
 }
+
+// Exit returns the normal exit of the hook's own middleware:
+// ExitNotStarted, ExitInterrupted or ExitPanicked.
+func (t *Termination) Exit() NormalExit { return t.run.Exit }
+
+// Cancellation returns the hook's own cleanup cancellation: independent of
+// the attempt's, fired at the hook's deadline.
+func (t *Termination) Cancellation() Cancellation { return Cancellation{sig: t.run.Signal()} }
+
+// Deadline returns the hook's deadline: its fair share of the time left
+// for hooks (DL-33).
+func (t *Termination) Deadline() Deadline { return Deadline{at: t.run.Deadline(), clk: t.d.clk} }
+
+// Lookup resolves a resource from the still-open attempt scope.
+func (t *Termination) Lookup(key string) (io.Closer, bool) { return t.d.a.Scope().Lookup(key) }
+
+// Value returns the attempt-local value under key.
+func (t *Termination) Value(key string) (any, bool) { return t.d.a.Value(key) }
+
+// TakeValue returns and removes the attempt-local value under key; the
+// engine then no longer releases it.
+func (t *Termination) TakeValue(key string) (any, bool) { return t.d.a.TakeValue(key) }
+
+// ExecutionReturned reports whether the attempt's execution goroutine has
+// returned. Hooks must tolerate running while it is still alive (DL-35).
+func (t *Termination) ExecutionReturned() bool { return t.d.a.ExecutionReturned() }

@@ -153,6 +153,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		DeadlineFunc:          e.runDeadline,
 		HandlerTimeout:        opts.DeliveryTimeout,
 		DeadlineCheckInterval: opts.DeadlineCheckInterval,
+		SettlementTimeout:     opts.SettlementTimeout,
 	}, e.m)
 	e.r.Start()
 	runID := newID("run_", clk.Now())

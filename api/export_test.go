@@ -1,6 +1,12 @@
 package api
 
-import "github.com/quire-dev/quire/journal"
+import (
+	"context"
+
+	"github.com/quire-dev/quire/deadlines"
+	"github.com/quire-dev/quire/journal"
+	"github.com/quire-dev/quire/scheduler"
+)
 
 // JournalOf exposes an engine's journal to tests in package api_test.
 func JournalOf(e *Engine) *journal.Journal { return e.j }
@@ -8,3 +14,27 @@ func JournalOf(e *Engine) *journal.Journal { return e.j }
 // SetAfterAppendHook installs f as the after-append hook for the engines
 // opened afterwards; nil removes it. Tests using it must not run in parallel.
 func SetAfterAppendHook(f func(seqs []uint64)) { testHookAfterAppend = f }
+
+// InstallRoot installs a shutdown root on the engine's runner (DL-10,
+// DL-25, SD-8), as the shutdown coordinator will.
+func InstallRoot(e *Engine, root deadlines.Root) error {
+	return e.r.InstallRoot(context.Background(), root)
+}
+
+// Force publishes reason to the engine's running attempts (DL-18).
+func Force(e *Engine, reason deadlines.Reason) error {
+	return e.r.Force(context.Background(), reason)
+}
+
+// Sync returns once the engine has acted on every deadline due at its
+// clock's instant, without waiting for blocked handlers.
+func Sync(e *Engine) error { return e.r.Sync(context.Background()) }
+
+// WaitQuarantine returns once no abandoned goroutine or scope remains.
+func WaitQuarantine(e *Engine) error { return e.r.WaitQuarantine(context.Background()) }
+
+// QuarantineOf returns the engine's quarantine counts (DL-26).
+func QuarantineOf(e *Engine) scheduler.QuarantineStats { return e.r.Quarantine() }
+
+// CloseAdmission stops starting attempts, as shutdown phase 1 does (SD-12).
+func CloseAdmission(e *Engine) error { return e.r.SetDispatch(context.Background(), false) }

@@ -60,7 +60,12 @@ type jobOptions struct {
 	backoff     *deadlines.Backoff
 	timeout     *time.Duration
 	unique      bool
-	err         error
+	// middleware and guards are the handler's own (DL-27); registration
+	// marks options only Handle accepts.
+	middleware   []Middleware
+	guards       []Guard
+	registration bool
+	err          error
 }
 
 func (o *jobOptions) fail(err error) {
@@ -146,7 +151,19 @@ func Unique() JobOption {
 	return func(o *jobOptions) { o.unique = true }
 }
 
+// buildJobOptions builds the options of an enqueue or a workflow step,
+// which refuse handler middleware and guards.
 func (e *Engine) buildJobOptions(opts []JobOption) (jobOptions, error) {
+	o, err := buildOptions(opts)
+	if err == nil && o.registration {
+		err = &OptionError{Field: "WithMiddleware", Value: len(o.middleware) + len(o.guards),
+			Reason: "handler middleware and guards are set when the handler is registered with Handle"}
+	}
+	return o, err
+}
+
+// buildOptions applies opts in order; the first invalid one fails.
+func buildOptions(opts []JobOption) (jobOptions, error) {
 	var o jobOptions
 	for _, opt := range opts {
 		if opt == nil {
@@ -185,18 +202,30 @@ func (e *Engine) enqueueRequest(handler string, payload any, opts []JobOption) (
 	return req, nil
 }
 
-// resolve layers job options: the handler's registration, then the call's
-// (or a workflow's, then its step's), over the engine's defaults (WF-22).
+// resolve layers job options: the call's (or a workflow step's, then its
+// workflow's) over the handler's registration, over the job's queue's
+// [QueueOptions], over the engine's defaults (WF-22, DL-2, DL-4).
 func (e *Engine) resolve(h *handlerEntry, o jobOptions) scheduler.EnqueueRequest {
 	queue := QueueDefault
-	prio := Low
-	maxAttempts := e.opts.MaxAttempts
-	backoff := e.opts.Backoff
-	timeout := time.Duration(0)
 	for _, layer := range []*jobOptions{&h.opts, &o} {
 		if layer.queue != nil {
 			queue = *layer.queue
 		}
+	}
+	prio := Low
+	maxAttempts := e.opts.MaxAttempts
+	backoff := e.opts.Backoff
+	timeout := time.Duration(0)
+	if q, ok := e.opts.QueueOptions[queue]; ok {
+		if q.MaxAttempts != 0 {
+			maxAttempts = q.MaxAttempts
+		}
+		if q.Backoff != nil {
+			backoff = *q.Backoff
+		}
+		timeout = q.DeliveryTimeout
+	}
+	for _, layer := range []*jobOptions{&h.opts, &o} {
 		if layer.priority != nil {
 			prio = *layer.priority
 		}

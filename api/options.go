@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"sort"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -60,6 +61,22 @@ type Options struct {
 	// (WD-6). Zero means 60 s; at least 10 ms.
 	DeadlineCheckInterval time.Duration
 
+	// Middleware wraps the pipeline of every attempt, outermost first,
+	// before any queue or handler middleware (DL-27). No entry may be nil,
+	// and at most MiddlewareMax may be in effect for one attempt, counting
+	// queue and handler middleware.
+	Middleware []Middleware
+	// Guards run for every attempt after every Before and before the
+	// handler, first of all guards (DL-27). No entry may be nil; at most
+	// GuardsMax in effect for one attempt.
+	Guards []Guard
+	// QueueOptions sets, per queue name, delivery options that override
+	// the engine-wide ones for the queue's jobs, and middleware and guards
+	// that run after the global ones. Job and handler options override a
+	// queue's: the order is step or job, then handler, then queue, then
+	// engine. Nil means none.
+	QueueOptions map[string]QueueOptions
+
 	// PayloadBytesMax caps one job payload after encoding (RL-11). Zero
 	// means 512 KiB; valid 1 KiB..RecordBytesMax/2.
 	PayloadBytesMax int
@@ -70,6 +87,24 @@ type Options struct {
 	// bound the records replayed at open (RL-12). Zero means 10 000; valid
 	// 100..10 000 000.
 	SnapshotEvery int
+}
+
+// QueueOptions are the options of one queue (see [Options.QueueOptions]).
+// Zero fields inherit the engine-wide value.
+type QueueOptions struct {
+	// DeliveryTimeout overrides Options.DeliveryTimeout for the queue's
+	// jobs (DL-2). Zero inherits; otherwise valid 100 ms..900 s.
+	DeliveryTimeout time.Duration
+	// MaxAttempts overrides Options.MaxAttempts (DL-4). Zero inherits;
+	// otherwise valid 1..100.
+	MaxAttempts int
+	// Backoff overrides Options.Backoff (DL-4, DL-5). Nil inherits; zero
+	// Base and Max take their defaults.
+	Backoff *BackoffPolicy
+	// Middleware and Guards apply to the queue's jobs, after the global
+	// ones and before the handler's (DL-27).
+	Middleware []Middleware
+	Guards     []Guard
 }
 
 // Default values of [Options].
@@ -158,6 +193,18 @@ func (o Options) withDefaults() Options {
 	if o.SnapshotEvery == 0 {
 		o.SnapshotEvery = SnapshotEveryDefault
 	}
+	if o.QueueOptions != nil {
+		// A copy: the caller's map and policies stay untouched.
+		qs := make(map[string]QueueOptions, len(o.QueueOptions))
+		for name, q := range o.QueueOptions {
+			if q.Backoff != nil {
+				b := q.Backoff.WithDefaults()
+				q.Backoff = &b
+			}
+			qs[name] = q
+		}
+		o.QueueOptions = qs
+	}
 	return o
 }
 
@@ -189,6 +236,53 @@ func (o Options) validate() error {
 	for i, q := range o.Queues {
 		if err := validateName(q); err != nil {
 			return &OptionError{Field: fmt.Sprintf("Options.Queues[%d]", i), Value: q, Reason: err.Error()}
+		}
+	}
+	if err := checkPlanParts("Options.", o.Middleware, o.Guards); err != nil {
+		return err
+	}
+	if err := checkPlanSize("Options.", len(o.Middleware), len(o.Guards)); err != nil {
+		return err
+	}
+	return o.validateQueues()
+}
+
+// validateQueues checks every queue's options, in name order, naming the
+// field as Options.QueueOptions[name].Field.
+func (o Options) validateQueues() error {
+	names := make([]string, 0, len(o.QueueOptions))
+	for name := range o.QueueOptions {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		q := o.QueueOptions[name]
+		prefix := fmt.Sprintf("Options.QueueOptions[%q].", name)
+		if err := validateName(name); err != nil {
+			return &OptionError{Field: "Options.QueueOptions", Value: name, Reason: "queue name " + err.Error()}
+		}
+		var checks []error
+		if q.DeliveryTimeout != 0 {
+			checks = append(checks, deadlines.ValidateDeliveryTimeout(q.DeliveryTimeout))
+		}
+		if q.MaxAttempts != 0 {
+			checks = append(checks, deadlines.ValidateMaxAttempts(q.MaxAttempts))
+		}
+		for _, err := range checks {
+			if err != nil {
+				return optionErr(prefix, err)
+			}
+		}
+		if q.Backoff != nil {
+			if err := q.Backoff.Validate(); err != nil {
+				return optionErr(prefix+"Backoff.", err)
+			}
+		}
+		if err := checkPlanParts(prefix, q.Middleware, q.Guards); err != nil {
+			return err
+		}
+		if err := checkPlanSize(prefix, len(o.Middleware)+len(q.Middleware), len(o.Guards)+len(q.Guards)); err != nil {
+			return err
 		}
 	}
 	return nil

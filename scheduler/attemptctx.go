@@ -2,21 +2,40 @@ package scheduler
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 )
 
-// attemptContext is an attempt's context: cancelled by the runner from its
-// injected clock, never by the wall clock, and reporting the attempt's
-// handler-visible deadline P (DL-12). context.WithDeadline would time out
-// on the wall clock, which a simulated run must never do.
+// attemptContext is the context of an attempt or of one termination hook:
+// cancelled by the runner from its injected clock, never by the wall
+// clock, and reporting the deadline user code may see (DL-12), which the
+// runner lowers when a root is installed. context.WithDeadline would time
+// out on the wall clock, which a simulated run must never do.
 type attemptContext struct {
 	context.Context
-	deadline time.Time
+	deadline atomic.Pointer[time.Time]
 }
 
-func (c *attemptContext) Deadline() (time.Time, bool) { return c.deadline, true }
+// Deadline returns the current deadline. Contexts derived from it copy
+// the deadline they saw when they were derived (DL-12).
+func (c *attemptContext) Deadline() (time.Time, bool) { return *c.deadline.Load(), true }
 
-func newAttemptContext(parent context.Context, deadline time.Time) (context.Context, context.CancelCauseFunc) {
+// lower sets the deadline to d if d is earlier: it never grows.
+func (c *attemptContext) lower(d time.Time) {
+	for {
+		old := c.deadline.Load()
+		if !d.Before(*old) {
+			return
+		}
+		if c.deadline.CompareAndSwap(old, &d) {
+			return
+		}
+	}
+}
+
+func newAttemptContext(parent context.Context, deadline time.Time) (*attemptContext, context.CancelCauseFunc) {
 	ctx, cancel := context.WithCancelCause(parent)
-	return &attemptContext{Context: ctx, deadline: deadline}, cancel
+	c := &attemptContext{Context: ctx}
+	c.deadline.Store(&deadline)
+	return c, cancel
 }

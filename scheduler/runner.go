@@ -4,7 +4,6 @@ import (
 	"container/heap"
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -20,26 +19,32 @@ type Appender interface {
 	Append(ctx context.Context, index []IndexEntry, recs ...record.Record) ([]uint64, error)
 }
 
-// ExecuteFunc runs one attempt's pipeline and reports how it ended. It
-// must recover panics into a Failure. ctx is cancelled with a
-// [CancelReason] cause at the attempt's notification instant.
-type ExecuteFunc func(ctx context.Context, st Start) Result
+// ExecuteFunc runs one attempt's pipeline on its execution goroutine and
+// reports how it ended. ctx is a.Context(): cancelled with a
+// [*CancelReason] cause at the attempt's notification instant. It should
+// recover panics into a Failure; the runner recovers what escapes.
+type ExecuteFunc func(ctx context.Context, a *Attempt) Result
 
-// CancelReason is the cause an attempt's context is cancelled with: the
-// first reason and the instant it was recorded (DL-16).
-type CancelReason struct {
-	Reason string
-	At     time.Time
-}
-
-func (c *CancelReason) Error() string { return "attempt cancelled: " + c.Reason }
-
-// Reasons recorded by the runner (DL-15).
+// Codes the runner records (DL-23, DL-36).
 const (
-	ReasonDeliveryTimeout = "delivery_timeout" // deadlines.ReasonDeliveryTimeout.String()
-	// CodeDeliveryTimeout settles an attempt interrupted at its timeout
-	// (DL-23).
+	// CodeDeliveryTimeout settles an attempt interrupted at its timeout.
 	CodeDeliveryTimeout = "DELIVERY_TIMEOUT"
+	// CodeDeliveryInterrupted settles an attempt interrupted by any other
+	// reason; it is released, never consumed (DL-6).
+	CodeDeliveryInterrupted = "DELIVERY_INTERRUPTED"
+	// CodeHandlerPanicked is recorded for a panic the ExecuteFunc did not
+	// recover itself.
+	CodeHandlerPanicked = "HANDLER_PANICKED"
+	// CodeHandlerExited is recorded when the execution goroutine ended
+	// without returning (runtime.Goexit).
+	CodeHandlerExited = "HANDLER_EXITED"
+	// Cleanup failure codes of DL-36, all retryable.
+	CodeTerminationCleanupFailed = "DELIVERY_TERMINATION_CLEANUP_FAILED"
+	CodeScopeCleanupTimedOut     = "DELIVERY_SCOPE_CLEANUP_TIMED_OUT"
+	CodeScopeCleanupFailed       = "DELIVERY_SCOPE_CLEANUP_FAILED"
+	CodeScopeCleanupPanicked     = "DELIVERY_SCOPE_CLEANUP_PANICKED"
+	CodeScopeResultUnobserved    = "DELIVERY_SCOPE_RESULT_UNOBSERVED"
+	CodeResourceReleasePanicked  = "DELIVERY_RESOURCE_RELEASE_PANICKED"
 )
 
 // Errors of the runner.
@@ -77,16 +82,18 @@ type RunnerConfig struct {
 	// DeadlineCheckInterval is the period of the workflow deadline check
 	// (WD-6), once enabled with EnableDeadlineChecks.
 	DeadlineCheckInterval time.Duration
+	// SettlementTimeout caps the wait for one settlement append (DL-3,
+	// DL-39). Zero means 5 s.
+	SettlementTimeout time.Duration
+	// Root is the shutdown root in effect at start; the zero Root means
+	// none. [Runner.InstallRoot] installs one later.
+	Root deadlines.Root
 }
 
 type handlerDone struct {
 	run     DeadlineRun
 	outcome string
 	msg     string
-}
-
-type reply struct {
-	done chan error
 }
 
 type batch struct {
@@ -102,21 +109,24 @@ type ack struct {
 type op struct {
 	fn   func(m *Machine, now time.Time) (Decision, error)
 	done chan error
+	// now answers as soon as fn ran, without waiting for earlier appends.
+	now bool
 }
 
-type attempt struct {
-	st       Start
-	cancel   context.CancelCauseFunc
-	reason   *CancelReason
-	c        time.Time // cooperative deadline, once notified
-	returned bool
-}
+// Event kinds on the runner's heap.
+const (
+	evAttempt uint8 = 1 // an attempt's next supervision instant
+	evSettle  uint8 = 2 // a settlement wait's cap (DL-39); token is the record's seq
+	evHandler uint8 = 3 // an on-deadline handler's deadline; token is its expiry
+)
 
-// deadline events of attempts, ordered by (instant, token).
+// event is an instant at which the loop must look at something, ordered
+// by (instant, token, kind). Events are never removed: a stale one finds
+// nothing due and is dropped.
 type event struct {
 	at    int64
 	token uint64
-	kind  uint8 // 1 notify at P, 2 abandon at C
+	kind  uint8
 }
 
 type eventHeap []event
@@ -143,16 +153,22 @@ func (h *eventHeap) Pop() any {
 // Runner executes a Machine's decisions: it owns the single loop goroutine
 // that calls the machine, the committer that appends decisions in order
 // (one append per group of decisions: the engine's explicit group commit),
-// the attempts' goroutines, and one clock timer for the earliest instant
-// of the machine's timer heap and the attempts' deadlines (never one
-// goroutine per timer). Nothing is acted on before its append is
-// acknowledged (RL-1).
+// the attempts' execution, hook and scope goroutines, and one clock timer
+// for the earliest instant of the machine's timer heap and the attempts'
+// deadlines (never one goroutine per timer). Nothing is acted on before
+// its append is acknowledged (RL-1).
+//
+// Each started attempt has an owner on the loop (DL-29) that notifies it
+// at N, waits for the same execution until C, abandons it then, runs the
+// eligible termination hooks and closes the attempt scope inside the
+// cleanup cutoff, and settles the token once (DL-20..DL-40).
 type Runner struct {
 	cfg RunnerConfig
 	m   *Machine
 
 	ops      chan op
 	results  chan Result
+	owner    chan ownerEvent
 	hdone    chan handlerDone
 	commitCh chan *batch
 	acks     chan ack
@@ -163,10 +179,17 @@ type Runner struct {
 	stopping bool
 	fatal    error
 
+	q quarantine
+
 	// loop-owned
 	pending    []*batch
 	committing *batch
 	attempts   map[uint64]*attempt
+	lost       map[uint64]*lostExecution // abandoned executions not yet returned
+	settling   map[uint64]settleWait     // settlement appends in flight, by record seq
+	root       deadlines.Root
+	runtime    *Signal
+	hookGen    uint64
 	events     eventHeap
 	timer      clock.Timer
 	timerAt    time.Time
@@ -176,21 +199,30 @@ type Runner struct {
 	checkAt    time.Time                     // next deadline check, zero when off
 	drainWait  []chan struct{}
 	idleWait   []chan struct{}
+	quarWait   []chan struct{}
 	execWG     sync.WaitGroup
 }
 
 // NewRunner returns a runner over m. Call Start to begin.
 func NewRunner(cfg RunnerConfig, m *Machine) *Runner {
+	if cfg.SettlementTimeout <= 0 {
+		cfg.SettlementTimeout = deadlines.SettlementTimeoutDefault
+	}
 	return &Runner{
 		cfg: cfg, m: m,
 		ops:      make(chan op),
 		results:  make(chan Result, 64),
+		owner:    make(chan ownerEvent, 64),
 		hdone:    make(chan handlerDone, 16),
 		commitCh: make(chan *batch, 1),
 		acks:     make(chan ack, 1),
 		stopCh:   make(chan struct{}),
 		loopDone: make(chan struct{}),
 		attempts: make(map[uint64]*attempt),
+		lost:     make(map[uint64]*lostExecution),
+		settling: make(map[uint64]settleWait),
+		root:     cfg.Root,
+		runtime:  newSignal(nil),
 		handlers: make(map[uint64]context.CancelFunc),
 		lastSnap: m.State().LastSeq,
 	}
@@ -222,6 +254,21 @@ func (r *Runner) Submit(ctx context.Context, fn func(m *Machine, now time.Time) 
 	return <-done
 }
 
+// call runs fn on the loop and returns once it ran, without waiting for
+// appends in flight: what fn does takes effect at once (DL-18, DL-25).
+func (r *Runner) call(ctx context.Context, fn func(now time.Time)) error {
+	done := make(chan error, 1)
+	o := op{fn: func(m *Machine, now time.Time) (Decision, error) { fn(now); return Decision{}, nil }, done: done, now: true}
+	select {
+	case r.ops <- o:
+	case <-r.loopDone:
+		return r.stoppedErr()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return <-done
+}
+
 func (r *Runner) stoppedErr() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -240,6 +287,7 @@ func (r *Runner) Fatal() error {
 
 // Drain stops starting attempts and waits until every attempt in flight
 // has settled and every decided record is acknowledged, or ctx ends.
+// Closing admission records no cancellation reason (DL-19).
 func (r *Runner) Drain(ctx context.Context) error {
 	w := make(chan struct{})
 	err := r.Submit(ctx, func(m *Machine, now time.Time) (Decision, error) {
@@ -262,7 +310,8 @@ func (r *Runner) Drain(ctx context.Context) error {
 
 // Stop ends the loop after the appends in flight are acknowledged. Attempts
 // still running are abandoned: their results are discarded by fencing and
-// their jobs are redelivered at the next start (DL-44). It waits for the
+// their jobs are redelivered at the next start (DL-44); goroutines that
+// have not returned stay counted by [Runner.Quarantined]. It waits for the
 // loop to end or ctx.
 func (r *Runner) Stop(ctx context.Context) error {
 	r.mu.Lock()
@@ -315,13 +364,19 @@ func (r *Runner) loop() {
 			}
 			now := r.cfg.Clock.Now()
 			d, err := o.fn(r.m, now)
-			if err != nil {
+			if err != nil || o.now {
 				o.done <- err
 				continue
 			}
 			r.enqueue(d, o.done)
 		case res := <-r.results:
-			r.settle(res)
+			// Deadlines due now come first: a result the loop observes
+			// after C is fenced out (DL-24).
+			r.fire()
+			r.onResult(res)
+		case ev := <-r.owner:
+			r.fire()
+			r.onOwner(ev)
 		case h := <-r.hdone:
 			delete(r.handlers, h.run.Expiry)
 			r.enqueue(r.m.DeadlineHandlerDone(h.run, h.outcome, h.msg), nil)
@@ -377,7 +432,9 @@ func (r *Runner) enqueue(d Decision, done chan error) {
 // committer and re-arms the timer.
 func (r *Runner) step() {
 	now := r.cfg.Clock.Now()
-	if r.dispatch {
+	// A cancelled runtime starts nothing: every new attempt would inherit
+	// its reason (DL-17) and be released without running.
+	if r.dispatch && !r.runtime.IsCancelled() {
 		if !r.checkAt.IsZero() && !now.Before(r.checkAt) {
 			// WD-6: checks never overlap: this one is decided in full before
 			// the next is scheduled, one interval later.
@@ -398,12 +455,14 @@ func (r *Runner) step() {
 	}
 	r.checkDrained()
 	r.checkIdle()
+	r.checkQuarantine()
 	r.snapshot()
 	r.arm(now)
 }
 
 // SetDispatch turns starting attempts on or off. A new runner starts with
 // it off, so that an engine can recover and register handlers first.
+// Turning it off cancels nothing (DL-19).
 func (r *Runner) SetDispatch(ctx context.Context, on bool) error {
 	return r.Submit(ctx, func(m *Machine, now time.Time) (Decision, error) {
 		r.dispatch = on
@@ -424,8 +483,9 @@ func (r *Runner) snapshot() {
 }
 
 // WaitIdle returns once the runner is quiescent at the clock's current
-// instant: no attempt running, nothing due to start, every decided record
-// acknowledged. Tests and sim use it after moving a fake clock.
+// instant: no attempt running or in cleanup, nothing due to start, every
+// decided record acknowledged. Quarantined goroutines (DL-26) do not
+// count. Tests and sim use it after moving a fake clock.
 func (r *Runner) WaitIdle(ctx context.Context) error {
 	w := make(chan struct{})
 	err := r.Submit(ctx, func(m *Machine, now time.Time) (Decision, error) {
@@ -444,6 +504,18 @@ func (r *Runner) WaitIdle(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// Sync returns once the loop has acted on every deadline due at the
+// clock's current instant and every record decided before the call is
+// acknowledged. Unlike WaitIdle it does not wait for attempts: a test
+// that moves a fake clock past a deadline calls Sync to know the engine
+// has observed it, while a handler is still blocked.
+func (r *Runner) Sync(ctx context.Context) error {
+	return r.Submit(ctx, func(m *Machine, now time.Time) (Decision, error) {
+		r.fire()
+		return Decision{}, nil
+	})
 }
 
 func (r *Runner) checkIdle() {
@@ -488,7 +560,13 @@ func (r *Runner) acked(a ack) bool {
 		return false
 	}
 	if n := len(a.b.d.Records); n > 0 {
-		r.m.Acked(a.b.d.Records[n-1].Seq)
+		last := a.b.d.Records[n-1].Seq
+		r.m.Acked(last)
+		for seq := range r.settling {
+			if seq <= last {
+				delete(r.settling, seq) // committed within its cap (DL-39)
+			}
+		}
 	}
 	for _, st := range a.b.d.Starts {
 		r.launch(st)
@@ -502,31 +580,15 @@ func (r *Runner) acked(a ack) bool {
 	return true
 }
 
-// launch starts an acknowledged attempt on its own goroutine.
-func (r *Runner) launch(st Start) {
-	ctx, cancel := newAttemptContext(context.Background(), st.P)
-	at := &attempt{st: st, cancel: cancel}
-	r.attempts[st.Token] = at
-	heap.Push(&r.events, event{at: st.P.UnixNano(), token: st.Token, kind: 1})
-	r.execWG.Add(1)
-	go func() {
-		defer r.execWG.Done()
-		res := r.cfg.Execute(ctx, st)
-		res.Token = st.Token
-		res.Joined = true
-		select {
-		case r.results <- res:
-		case <-r.loopDone:
-		}
-	}()
-}
-
 // launchHandler runs an on-deadline handler whose start is acknowledged,
 // on its own goroutine (WD-10).
 func (r *Runner) launchHandler(run DeadlineRun) {
-	ctx, cancel := newAttemptContext(context.Background(), r.cfg.Clock.Now().Add(r.cfg.HandlerTimeout))
-	r.handlers[run.Expiry] = func() { cancel(&CancelReason{Reason: ReasonDeliveryTimeout, At: r.cfg.Clock.Now()}) }
-	heap.Push(&r.events, event{at: r.cfg.Clock.Now().Add(r.cfg.HandlerTimeout).UnixNano(), token: run.Expiry, kind: 3})
+	deadline := r.cfg.Clock.Now().Add(r.cfg.HandlerTimeout)
+	ctx, cancel := newAttemptContext(context.Background(), deadline)
+	r.handlers[run.Expiry] = func() {
+		cancel(&CancelReason{Reason: deadlines.ReasonDeliveryTimeout, At: deadline})
+	}
+	heap.Push(&r.events, event{at: deadline.UnixNano(), token: run.Expiry, kind: evHandler})
 	r.execWG.Add(1)
 	go func() {
 		defer r.execWG.Done()
@@ -560,62 +622,24 @@ func (r *Runner) DisableDeadlineChecks(ctx context.Context) error {
 	})
 }
 
-// settle decides the settlement of a returned attempt. A result whose
-// attempt was abandoned is refused by the machine's fencing and dropped.
-func (r *Runner) settle(res Result) {
-	at, ok := r.attempts[res.Token]
-	if !ok {
-		return // abandoned earlier: its token settled already (DL-26)
-	}
-	delete(r.attempts, res.Token)
-	at.cancel(nil)
-	if at.reason != nil {
-		res.Reason, res.ReasonAt = at.reason.Reason, at.reason.At
-	}
-	now := r.cfg.Clock.Now()
-	d, err := r.m.Settle(now, res)
-	if err != nil {
-		return
-	}
-	r.enqueue(d, nil)
-}
-
-// fire handles due attempt deadlines; due machine timers are picked up by
-// the next Dispatch.
+// fire acts on every event due at the clock's current instant; due
+// machine timers are picked up by the next Dispatch.
 func (r *Runner) fire() {
 	now := r.cfg.Clock.Now()
 	n := now.UnixNano()
 	for r.events.Len() > 0 && r.events[0].at <= n {
 		e := heap.Pop(&r.events).(event)
-		if e.kind == 3 { // an on-deadline handler's deadline
+		switch e.kind {
+		case evHandler: // an on-deadline handler's deadline
 			if cancel, ok := r.handlers[e.token]; ok {
 				cancel()
 			}
-			continue
-		}
-		at, ok := r.attempts[e.token]
-		if !ok {
-			continue
-		}
-		switch e.kind {
-		case 1: // P reached: notify with the deadline instant (DL-16, DL-18)
-			if at.reason == nil {
-				at.reason = &CancelReason{Reason: ReasonDeliveryTimeout, At: at.st.P}
-				at.cancel(at.reason)
-				at.c = deadlines.CooperativeDeadline(at.st.P, at.st.H, deadlines.Root{})
-				heap.Push(&r.events, event{at: at.c.UnixNano(), token: e.token, kind: 2})
-			}
-		case 2: // C reached without a return: abandon (DL-23, DL-26)
-			delete(r.attempts, e.token)
-			d, err := r.m.Settle(now, Result{
-				Token:    e.token,
-				Failure:  &Failure{Code: CodeDeliveryTimeout, Message: "attempt did not return by its cooperative deadline", Class: Retryable},
-				Reason:   at.reason.Reason,
-				ReasonAt: at.reason.At,
-				Joined:   false,
-			})
-			if err == nil {
-				r.enqueue(d, nil)
+		case evSettle:
+			r.settleExpired(e.token, now)
+		case evAttempt:
+			if a, ok := r.attempts[e.token]; ok {
+				a.armed = time.Time{}
+				r.supervise(a, now)
 			}
 		}
 	}
@@ -649,17 +673,4 @@ func (r *Runner) arm(now time.Time) {
 	}
 	r.timer = r.cfg.Clock.NewTimer(next.Sub(now))
 	r.timerAt = next
-}
-
-// abandonAll cancels every attempt still running; their tokens stay open in
-// the journal and recovery redelivers them (DL-44).
-func (r *Runner) abandonAll() {
-	for tok, at := range r.attempts {
-		at.cancel(fmt.Errorf("scheduler: runner stopped"))
-		delete(r.attempts, tok)
-	}
-	if r.timer != nil {
-		r.timer.Stop()
-		r.timer = nil
-	}
 }

@@ -85,8 +85,20 @@ type Outcome struct {
 	Stack    string `msgpack:"stack,omitempty"`
 	Reason   string `msgpack:"reason,omitempty"` // first cancellation reason (DL-16)
 	ReasonAt int64  `msgpack:"reason_at,omitempty"`
-	Joined   bool   `msgpack:"joined"` // execution_joined (DL-37)
-	Cleanup  string `msgpack:"cleanup,omitempty"`
+	Joined   bool   `msgpack:"joined"`            // execution_joined (DL-37)
+	Cleanup  string `msgpack:"cleanup,omitempty"` // cleanup failure codes, comma-separated (DL-36)
+	// The audit of the attempt's pipeline and cleanup (DL-26..DL-37),
+	// absent from records written before these fields existed. Execution
+	// is "returned", "abandoned" or "not_started"; Middleware names the
+	// entered middleware in entry order, and NormalExits and
+	// TerminationExits give each one's exits (DL-29, DL-32, DL-33); Scope
+	// is how the attempt scope ended: "closed", "failed", "panicked",
+	// "timed_out", "unobserved" or "quarantined".
+	Execution        string   `msgpack:"execution,omitempty"`
+	Middleware       []string `msgpack:"middleware,omitempty"`
+	NormalExits      []string `msgpack:"normal_exits,omitempty"`
+	TerminationExits []string `msgpack:"termination_exits,omitempty"`
+	Scope            string   `msgpack:"scope,omitempty"`
 }
 
 // AttemptSucceeded settles a successful attempt.

@@ -37,6 +37,8 @@ func genBody(t *rapid.T, k Kind) Body {
 			JobID: str("job_id"), Token: u64("token"), Code: str("code"), Class: str("class"),
 			Error: str("error"), Stack: str("stack"), Reason: str("reason"), ReasonAt: i64("reason_at"),
 			Joined: flag("joined"), Cleanup: str("cleanup"),
+			Execution: str("execution"), Middleware: strs("middleware"), NormalExits: strs("normal_exits"),
+			TerminationExits: strs("termination_exits"), Scope: str("scope"),
 		}
 	}
 	switch k {

@@ -1,0 +1,822 @@
+package scheduler
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/quire-dev/quire/deadlines"
+	"github.com/quire-dev/quire/journal/record"
+)
+
+// Phases of an attempt's owner.
+type phase uint8
+
+const (
+	phaseRunning phase = iota // waiting for the execution, until C
+	phaseHooks                // running the eligible termination hooks, until Hk
+	phaseScope                // releasing values and closing the scope, until E'
+)
+
+// Execution outcomes recorded in the settlement (DL-38).
+const (
+	executionReturned   = "returned"    // joined by its own return before C
+	executionAbandoned  = "abandoned"   // not returned at C (DL-26)
+	executionNotStarted = "not_started" // first observed after C: no user code ran (DL-24)
+)
+
+// Scope outcomes recorded in the settlement (DL-36, DL-37).
+const (
+	scopeClosed      = "closed"
+	scopeFailed      = "failed"
+	scopePanicked    = "panicked"
+	scopeTimedOut    = "timed_out"
+	scopeUnobserved  = "unobserved"
+	scopeQuarantined = "quarantined"
+)
+
+// attempt is the owner of one started attempt (DL-29): it lives on the
+// loop, outside the execution goroutine, from launch to settlement.
+type attempt struct {
+	att    *Attempt
+	budget deadlines.Budget
+	phase  phase
+	// c is the cooperative deadline, set once a reason is recorded; it only
+	// shrinks (DL-24, DL-25).
+	c         time.Time
+	returned  bool // the loop observed the execution goroutine's return
+	abandoned bool
+	result    Result
+	execution string
+	cause     Cause
+	// Cleanup (DL-30, DL-31): first started at cleanupAt, cutoff e, hook
+	// chain deadline hk, scope deadline scopeAt; all only shrink.
+	cleanupAt    time.Time
+	e, hk        time.Time
+	scopeAt      time.Time
+	hooks        []int // eligible ledger entries, in run order
+	pos          int
+	hook         *hookRun
+	scopeRunning bool
+	scope        string
+	codes        []string // cleanup failure codes, in the order of DL-36
+	armed        time.Time
+}
+
+type hookRun struct {
+	idx      int
+	gen      uint64
+	deadline time.Time
+	ctx      *attemptContext
+	sig      *Signal
+}
+
+// lostExecution is an abandoned execution goroutine that has not returned
+// (DL-26); scopeLost is set once its scope was withheld (DL-37).
+type lostExecution struct {
+	att       *Attempt
+	scopeLost bool
+}
+
+type settleWait struct {
+	token    uint64
+	deadline time.Time
+}
+
+// Owner events sent by hook and scope goroutines.
+const (
+	ownerHookDone uint8 = iota + 1
+	ownerScopeDone
+	ownerLostScopeDone
+)
+
+type ownerEvent struct {
+	kind  uint8
+	token uint64
+	gen   uint64
+	state HookState
+	// scope close
+	err             error
+	panicked        bool
+	unobserved      bool
+	releasePanicked bool
+}
+
+// quarantine counts what the engine stopped waiting for (DL-26, DL-37).
+type quarantine struct {
+	execs, hooks, scopes atomic.Int64
+	fenced, unresolved   atomic.Int64
+}
+
+// QuarantineStats is what the runner stopped waiting for, for the shutdown
+// report (SD-30): goroutines and scopes still quarantined now, and the
+// late results fenced out and settlements left unresolved so far.
+type QuarantineStats struct {
+	// Executions counts abandoned execution goroutines not yet returned.
+	Executions int
+	// Hooks counts timed-out or interrupted hook goroutines not yet returned.
+	Hooks int
+	// Scopes counts attempt scopes withheld because their execution has not
+	// returned, or whose close timed out and has not returned (DL-37).
+	Scopes int
+	// Fenced counts late execution results discarded by token fencing.
+	Fenced int
+	// Unresolved counts settlements whose commit was not confirmed within
+	// the settlement cap, or that an expired root never started (DL-39).
+	Unresolved int
+}
+
+// Quarantine returns the runner's quarantine counts. It is safe to call
+// from any goroutine, also after the runner stopped.
+func (r *Runner) Quarantine() QuarantineStats {
+	return QuarantineStats{
+		Executions: int(r.q.execs.Load()), Hooks: int(r.q.hooks.Load()), Scopes: int(r.q.scopes.Load()),
+		Fenced: int(r.q.fenced.Load()), Unresolved: int(r.q.unresolved.Load()),
+	}
+}
+
+// Quarantined returns how many goroutines and scopes are quarantined now:
+// abandoned and not yet returned or closed (DL-26, DL-37, DL-46). A
+// shutdown that ends with a non-zero count is Incomplete.
+func (r *Runner) Quarantined() int {
+	s := r.Quarantine()
+	return s.Executions + s.Hooks + s.Scopes
+}
+
+// WaitQuarantine returns once nothing is quarantined, or ctx ends. Tests
+// call it after releasing a goroutine the engine abandoned.
+func (r *Runner) WaitQuarantine(ctx context.Context) error {
+	w := make(chan struct{})
+	err := r.Submit(ctx, func(m *Machine, now time.Time) (Decision, error) {
+		r.quarWait = append(r.quarWait, w)
+		return Decision{}, nil
+	})
+	if err != nil {
+		return err
+	}
+	select {
+	case <-w:
+		return nil
+	case <-r.loopDone:
+		return r.stoppedErr()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (r *Runner) checkQuarantine() {
+	if len(r.quarWait) == 0 || r.Quarantined() > 0 {
+		return
+	}
+	for _, w := range r.quarWait {
+		close(w)
+	}
+	r.quarWait = nil
+}
+
+// InstallRoot installs root over the one in effect (SD-5: cutoffs only
+// shrink) and applies it at once to every attempt (DL-10, DL-12, DL-25):
+// budgets are capped, handler deadlines lowered, cooperative and cleanup
+// deadlines recomputed, attempts whose C has passed abandoned now, and
+// settlement waits capped by Hr (DL-39). It returns once all of that is
+// done.
+func (r *Runner) InstallRoot(ctx context.Context, root deadlines.Root) error {
+	return r.call(ctx, func(now time.Time) {
+		r.root = r.root.Install(root)
+		for _, tok := range r.tokens() {
+			if a, ok := r.attempts[tok]; ok {
+				r.recompute(a, now)
+			}
+		}
+		if r.root.Installed() {
+			for seq, w := range r.settling {
+				if hr := r.root.Hr(); hr.Before(w.deadline) {
+					w.deadline = hr
+					r.settling[seq] = w
+					heap.Push(&r.events, event{at: hr.UnixNano(), token: seq, kind: evSettle})
+				}
+			}
+		}
+	})
+}
+
+// Root returns the root in effect, the zero Root if none.
+func (r *Runner) Root() deadlines.Root {
+	var root deadlines.Root
+	r.call(context.Background(), func(time.Time) { root = r.root })
+	return root
+}
+
+// Force cancels the runtime source with reason at the current instant and
+// publishes it synchronously to every attempt that has no reason of its
+// own (DL-17, DL-18): it returns once every one of them has it. The first
+// runtime reason sticks; attempts started later inherit it with its
+// instant. The caller chooses the reason with [deadlines.ForceReason];
+// ReasonNone is recorded as ReasonRuntimeCancellation. Force revokes no
+// settlement authority (DL-41).
+func (r *Runner) Force(ctx context.Context, reason deadlines.Reason) error {
+	return r.call(ctx, func(now time.Time) {
+		r.runtime.record(reason, now)
+		rr, at, _ := r.runtime.Reason()
+		for _, tok := range r.tokens() {
+			a, ok := r.attempts[tok]
+			if !ok {
+				continue
+			}
+			// An attempt whose execution already returned keeps its
+			// result and its accounting: the reason is evidence of intent
+			// only (DL-19), and its cleanup is bounded by the root.
+			if a.phase == phaseRunning && a.att.sig.record(rr, at) {
+				r.setCooperative(a)
+				r.supervise(a, now)
+			}
+		}
+	})
+}
+
+// tokens returns the running attempts' tokens in order, so that what the
+// loop does to several attempts at one instant is reproducible.
+func (r *Runner) tokens() []uint64 {
+	out := make([]uint64, 0, len(r.attempts))
+	for tok := range r.attempts {
+		out = append(out, tok)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// launch starts an acknowledged attempt: its owner, and its execution
+// goroutine unless its cooperative deadline has already passed (DL-24).
+func (r *Runner) launch(st Start) {
+	now := r.cfg.Clock.Now()
+	b := deadlines.Budget{S: st.S, H: st.H, P: st.P}.CapRoot(r.root)
+	att := newAttempt(st, r.cfg.Clock, b.HandlerDeadline(r.root))
+	a := &attempt{att: att, budget: b, phase: phaseRunning}
+	r.attempts[st.Token] = a
+	if reason, at, ok := r.runtime.Reason(); ok {
+		att.sig.record(reason, at) // DL-17: inherited from the runtime
+		r.setCooperative(a)
+	}
+	if _, _, ok := att.sig.Reason(); !ok {
+		if n, why := b.Notification(r.root); !now.Before(n) {
+			r.notify(a, why, n)
+		}
+	}
+	if !a.c.IsZero() && !now.Before(a.c) {
+		// DL-24: first observed after C. Nothing runs; execution is
+		// confirmed, since no goroutine was started.
+		att.freeze()
+		att.returned.Store(true)
+		a.returned = true
+		a.execution = executionNotStarted
+		a.result = interrupted(att.sig)
+		r.startCleanup(a, now, CauseExecutionCancelled)
+		return
+	}
+	tok := st.Token
+	r.execWG.Add(1)
+	go func() {
+		var res Result
+		ended := false
+		defer func() {
+			if p := recover(); p != nil {
+				res = Result{Failure: &Failure{Code: CodeHandlerPanicked, Message: fmt.Sprint(p), Stack: string(debug.Stack())}}
+			} else if !ended {
+				res = Result{Failure: &Failure{Code: CodeHandlerExited, Message: "the execution goroutine exited without returning"}}
+			}
+			att.returned.Store(true)
+			res.Token = tok
+			r.execWG.Done()
+			select {
+			case r.results <- res:
+			case <-r.loopDone:
+			}
+		}()
+		res = r.cfg.Execute(att.ctx, att)
+		ended = true
+	}()
+	r.schedule(a)
+}
+
+// interrupted is the outcome of an attempt abandoned at C (DL-23): a
+// retryable DELIVERY_TIMEOUT for a timeout, DELIVERY_INTERRUPTED (released
+// at settlement) for any other reason.
+func interrupted(sig *Signal) Result {
+	reason, _, _ := sig.Reason()
+	if reason == deadlines.ReasonDeliveryTimeout {
+		return Result{Failure: &Failure{Code: CodeDeliveryTimeout, Message: "attempt did not return by its cooperative deadline"}}
+	}
+	return Result{Failure: &Failure{Code: CodeDeliveryInterrupted, Message: "attempt interrupted: " + reason.String()}}
+}
+
+// supervise acts on whatever is due for a at now, then schedules its next
+// instant.
+func (r *Runner) supervise(a *attempt, now time.Time) {
+	switch a.phase {
+	case phaseRunning:
+		if _, _, ok := a.att.sig.Reason(); !ok {
+			if n, why := a.budget.Notification(r.root); !now.Before(n) {
+				r.notify(a, why, n)
+			}
+		}
+		if !a.c.IsZero() && !now.Before(a.c) {
+			r.abandon(a, now)
+			return
+		}
+	case phaseHooks:
+		if a.hook != nil && !now.Before(a.hook.deadline) {
+			r.hookTimedOut(a, now)
+			return
+		}
+	case phaseScope:
+		if a.scopeRunning && !now.Before(a.scopeAt) {
+			r.scopeTimedOut(a, now)
+			return
+		}
+	}
+	r.schedule(a)
+}
+
+// schedule pushes an event for the next instant a's owner must act at.
+func (r *Runner) schedule(a *attempt) {
+	var next time.Time
+	switch a.phase {
+	case phaseRunning:
+		if a.c.IsZero() {
+			next, _ = a.budget.Notification(r.root)
+		} else {
+			next = a.c
+		}
+	case phaseHooks:
+		if a.hook != nil {
+			next = a.hook.deadline
+		}
+	case phaseScope:
+		if a.scopeRunning {
+			next = a.scopeAt
+		}
+	}
+	if next.IsZero() || next.Equal(a.armed) {
+		return
+	}
+	a.armed = next
+	heap.Push(&r.events, event{at: next.UnixNano(), token: a.att.Token, kind: evAttempt})
+}
+
+// notify records the first reason at at, the deadline instant for
+// deadline-driven reasons (DL-16, DL-18), and fixes C.
+func (r *Runner) notify(a *attempt, reason deadlines.Reason, at time.Time) {
+	if a.att.sig.record(reason, at) {
+		r.setCooperative(a)
+	}
+}
+
+// setCooperative lowers C to the cooperative deadline of the recorded
+// reason under the current root (DL-21, DL-22, DL-25).
+func (r *Runner) setCooperative(a *attempt) {
+	reason, at, ok := a.att.sig.Reason()
+	if !ok {
+		return
+	}
+	o := a.budget.OwnerCutoff(reason, at, r.root)
+	c := deadlines.CooperativeDeadline(at, o, r.root)
+	if a.c.IsZero() || c.Before(a.c) {
+		a.c = c
+		a.att.setC(c)
+	}
+}
+
+// recompute applies the current root and reason to a (DL-10, DL-12,
+// DL-25, DL-30): every cutoff is lowered, never raised, and whatever is
+// then due happens at once.
+func (r *Runner) recompute(a *attempt, now time.Time) {
+	a.budget = a.budget.CapRoot(r.root)
+	a.att.ctx.lower(a.budget.HandlerDeadline(r.root))
+	if a.phase == phaseRunning {
+		r.setCooperative(a)
+	} else {
+		reason, at, _ := a.att.sig.Reason()
+		a.e = deadlines.Earliest(a.e, a.budget.CleanupCutoff(reason, at, r.root))
+		hk, scope := deadlines.HookChain(a.e, r.root, a.cleanupAt)
+		a.hk = deadlines.Earliest(a.hk, hk)
+		a.scopeAt = deadlines.Earliest(a.scopeAt, scope)
+		if h := a.hook; h != nil {
+			h.deadline = deadlines.Earliest(h.deadline, a.hk)
+			h.ctx.lower(h.deadline)
+		}
+	}
+	r.supervise(a, now)
+}
+
+// abandon stops waiting for the execution at C (DL-26): the ledger is
+// fixed, the execution's result will be fenced out, and the attempt is
+// Interrupted with its first reason.
+func (r *Runner) abandon(a *attempt, now time.Time) {
+	a.att.freeze()
+	a.abandoned = true
+	a.execution = executionAbandoned
+	r.lost[a.att.Token] = &lostExecution{att: a.att}
+	r.q.execs.Add(1)
+	a.result = interrupted(a.att.sig)
+	r.startCleanup(a, now, CauseExecutionCancelled)
+}
+
+// onResult takes an execution's return.
+func (r *Runner) onResult(res Result) {
+	now := r.cfg.Clock.Now()
+	a, ok := r.attempts[res.Token]
+	if !ok || a.abandoned {
+		// DL-26: a late return. Its result is discarded: only the owner
+		// settles this token. If the owner still runs cleanup, the
+		// execution counts as joined before the scope closes (DL-37).
+		r.q.fenced.Add(1)
+		if l, ok := r.lost[res.Token]; ok {
+			delete(r.lost, res.Token)
+			r.q.execs.Add(-1)
+			if a != nil {
+				a.returned = true
+			}
+			if l.scopeLost {
+				r.closeLostScope(res.Token, l.att)
+			}
+		}
+		return
+	}
+	if a.phase != phaseRunning {
+		return
+	}
+	a.returned = true
+	a.result = res
+	a.execution = executionReturned
+	var cause Cause
+	if a.att.afterPanicked() {
+		cause = CausePanicked
+	}
+	r.startCleanup(a, now, cause)
+}
+
+// startCleanup begins DL-36 once the execution returned or was abandoned:
+// the cleanup cutoff E and hook chain deadline Hk are fixed at now (DL-30,
+// DL-31), then the eligible hooks run, inner first.
+func (r *Runner) startCleanup(a *attempt, now time.Time, cause Cause) {
+	a.cause = cause
+	if a.returned {
+		// The pipeline is over: release what user code derived from its
+		// context, without recording a reason.
+		a.att.sig.cancelContext()
+	}
+	reason, at, _ := a.att.sig.Reason()
+	a.cleanupAt = now
+	a.e = a.budget.CleanupCutoff(reason, at, r.root)
+	a.hk, a.scopeAt = deadlines.HookChain(a.e, r.root, now)
+	a.hooks = a.att.eligible()
+	a.phase = phaseHooks
+	r.nextHook(a, now)
+}
+
+// nextHook starts the next eligible hook with its fair share of the time
+// left before Hk, or marks it BudgetExhausted (DL-33); after the last one
+// the scope closes.
+func (r *Runner) nextHook(a *attempt, now time.Time) {
+	for a.pos < len(a.hooks) {
+		i := a.hooks[a.pos]
+		k := len(a.hooks) - a.pos
+		a.pos++
+		deadline, ok := deadlines.HookDeadline(a.hk, k, now)
+		if !ok {
+			a.att.setTerm(i, HookBudgetExhausted)
+			continue
+		}
+		r.startHook(a, i, deadline)
+		r.schedule(a)
+		return
+	}
+	a.hook = nil
+	r.startScope(a, now)
+}
+
+// startHook runs hook i on an engine-tracked goroutine with a fresh
+// cleanup context: independent of the execution's cancellation and of
+// other hooks', cancelled at its deadline (DL-33, DL-35).
+func (r *Runner) startHook(a *attempt, i int, deadline time.Time) {
+	ctx, cancel := newAttemptContext(context.Background(), deadline)
+	sig := newSignal(cancel)
+	r.hookGen++
+	h := &hookRun{idx: i, gen: r.hookGen, deadline: deadline, ctx: ctx, sig: sig}
+	a.hook = h
+	a.att.setTerm(i, HookRunning)
+	fn, exit := a.att.entry(i)
+	reason, at, _ := a.att.sig.Reason()
+	run := &HookRun{Cause: a.cause, Reason: reason, ReasonAt: at, Exit: exit, sig: sig, ctx: ctx}
+	tok, gen := a.att.Token, h.gen
+	r.execWG.Add(1)
+	go func() {
+		st := HookFailed // runtime.Goexit in a hook leaves it Failed
+		defer func() {
+			if p := recover(); p != nil {
+				st = HookPanicked
+			}
+			cancel(errCleanupEnded)
+			r.execWG.Done()
+			select {
+			case r.owner <- ownerEvent{kind: ownerHookDone, token: tok, gen: gen, state: st}:
+			case <-r.loopDone:
+			}
+		}()
+		if err := fn(ctx, run); err != nil {
+			st = HookFailed
+		} else {
+			st = HookCompleted
+		}
+	}()
+}
+
+// errCleanupEnded cancels a context whose work has ended; it records no
+// reason.
+var errCleanupEnded = errors.New("scheduler: attempt work ended")
+
+// hookTimedOut abandons the running hook at its deadline (DL-33): it is
+// quarantined and the chain continues outward.
+func (r *Runner) hookTimedOut(a *attempt, now time.Time) {
+	h := a.hook
+	a.att.setTerm(h.idx, HookTimedOut)
+	h.sig.record(deadlines.ReasonDeliveryTimeout, h.deadline)
+	r.q.hooks.Add(1)
+	a.hook = nil
+	r.nextHook(a, now)
+}
+
+// startScope is DL-36 steps 3 and 4: attempt-local values released, then
+// the scope closed once, by E'. A scope whose execution has not returned
+// is withheld instead (DL-37).
+func (r *Runner) startScope(a *attempt, now time.Time) {
+	a.phase = phaseScope
+	if !a.returned {
+		a.scope = scopeQuarantined
+		if l, ok := r.lost[a.att.Token]; ok {
+			l.scopeLost = true
+		}
+		r.q.scopes.Add(1)
+		r.settleAttempt(a, now)
+		return
+	}
+	if a.att.scope.empty() && !a.att.hasValues() {
+		a.scope = scopeClosed
+		r.settleAttempt(a, now)
+		return
+	}
+	a.scopeRunning = true
+	r.closeScope(a.att, a.att.Token, ownerScopeDone)
+	if !now.Before(a.scopeAt) {
+		r.scopeTimedOut(a, now) // no time left: the close runs on, unobserved
+		return
+	}
+	r.schedule(a)
+}
+
+// closeScope releases att's values and closes its scope on an
+// engine-tracked goroutine, and reports on the owner channel.
+func (r *Runner) closeScope(att *Attempt, tok uint64, kind uint8) {
+	r.execWG.Add(1)
+	go func() {
+		ev := ownerEvent{kind: kind, token: tok, unobserved: true}
+		defer func() {
+			if p := recover(); p != nil {
+				ev.unobserved, ev.panicked = false, true
+			}
+			r.execWG.Done()
+			select {
+			case r.owner <- ev:
+			case <-r.loopDone:
+			}
+		}()
+		ev.releasePanicked = releaseValues(att.takeValues())
+		ev.err, ev.panicked = att.scope.close()
+		ev.unobserved = false
+	}()
+}
+
+// releaseValues releases attempt-local values that hold something and
+// reports whether a Release panicked.
+func releaseValues(vs []any) (panicked bool) {
+	for _, v := range vs {
+		if rl, ok := v.(Releaser); ok {
+			func() {
+				defer func() {
+					if recover() != nil {
+						panicked = true
+					}
+				}()
+				rl.Release()
+			}()
+		}
+	}
+	return panicked
+}
+
+// closeLostScope closes a withheld scope once its execution returned while
+// the engine still runs (DL-37).
+func (r *Runner) closeLostScope(tok uint64, att *Attempt) {
+	r.closeScope(att, tok, ownerLostScopeDone)
+}
+
+func (r *Runner) scopeTimedOut(a *attempt, now time.Time) {
+	a.scopeRunning = false
+	a.scope = scopeTimedOut
+	a.codes = append(a.codes, CodeScopeCleanupTimedOut)
+	r.q.scopes.Add(1)
+	r.settleAttempt(a, now)
+}
+
+// onOwner takes a hook's or a scope close's return.
+func (r *Runner) onOwner(ev ownerEvent) {
+	now := r.cfg.Clock.Now()
+	a, ok := r.attempts[ev.token]
+	switch ev.kind {
+	case ownerHookDone:
+		if !ok || a.hook == nil || a.hook.gen != ev.gen {
+			r.q.hooks.Add(-1) // a timed-out hook returned
+			return
+		}
+		a.att.setTerm(a.hook.idx, ev.state)
+		a.hook = nil
+		r.nextHook(a, now)
+	case ownerScopeDone:
+		if !ok || !a.scopeRunning {
+			r.q.scopes.Add(-1) // a timed-out close returned
+			return
+		}
+		a.scopeRunning = false
+		if ev.releasePanicked {
+			a.codes = append(a.codes, CodeResourceReleasePanicked)
+		}
+		switch {
+		case ev.unobserved:
+			a.scope = scopeUnobserved
+			a.codes = append(a.codes, CodeScopeResultUnobserved)
+		case ev.panicked:
+			a.scope = scopePanicked
+			a.codes = append(a.codes, CodeScopeCleanupPanicked)
+		case ev.err != nil:
+			a.scope = scopeFailed
+			a.codes = append(a.codes, CodeScopeCleanupFailed)
+		default:
+			a.scope = scopeClosed
+		}
+		r.settleAttempt(a, now)
+	case ownerLostScopeDone:
+		r.q.scopes.Add(-1)
+	}
+}
+
+// settleAttempt is DL-36 steps 5 and 6: the primary result is fixed under
+// the precedence of cleanup failures and the reason's accounting, and the
+// one settlement of the token is decided (DL-38, DL-40).
+func (r *Runner) settleAttempt(a *attempt, now time.Time) {
+	tok := a.att.Token
+	delete(r.attempts, tok)
+	res := a.result
+	res.Token = tok
+	res.Joined = a.returned
+	reason, at, hasReason := a.att.sig.Reason()
+	if hasReason {
+		res.Reason, res.ReasonAt = reason.String(), at
+	}
+	codes := a.codes
+	for _, i := range a.hooks {
+		if a.att.term(i).failed() {
+			codes = append([]string{CodeTerminationCleanupFailed}, codes...)
+			break
+		}
+	}
+	if len(codes) > 0 && (res.Failure == nil || a.abandoned || a.execution == executionNotStarted) {
+		// DL-36: a success or an interruption with a cleanup failure
+		// settles as a retryable failure with the cleanup code; a
+		// handler's own error keeps its code.
+		res.Failure = &Failure{Code: codes[0], Message: "attempt cleanup failed: " + strings.Join(codes, ", ")}
+		res.Output, res.FollowUps = nil, nil
+	}
+	if res.Failure != nil {
+		f := *res.Failure
+		// DL-6, DL-23: accounting follows the first reason, not the error.
+		f.Release = f.Release || (hasReason && reason != deadlines.ReasonDeliveryTimeout)
+		// User text is bounded so that a settlement always fits a record.
+		f.Message, f.Stack = clip(f.Message, FailureMessageBytesMax), clip(f.Stack, FailureStackBytesMax)
+		res.Failure = &f
+	}
+	if r.root.Expired(now) {
+		r.q.unresolved.Add(1) // DL-39: an expired root starts no settlement
+		return
+	}
+	d, err := r.m.Settle(now, res)
+	if err != nil {
+		return // the owner holds the open token; the machine refuses nothing else
+	}
+	seq := annotate(&d, tok, a, codes)
+	r.enqueue(d, nil)
+	if seq != 0 {
+		deadline := now.Add(r.root.SettlementWait(r.cfg.SettlementTimeout, now))
+		r.settling[seq] = settleWait{token: tok, deadline: deadline}
+		heap.Push(&r.events, event{at: deadline.UnixNano(), token: seq, kind: evSettle})
+	}
+}
+
+// Bounds of the user-provided text a settlement records.
+const (
+	// FailureMessageBytesMax bounds a failure's message.
+	FailureMessageBytesMax = 1 << 10
+	// FailureStackBytesMax bounds a recovered panic's stack.
+	FailureStackBytesMax = 2 << 10
+	// MiddlewareNameBytesMax bounds one middleware name in the audit.
+	MiddlewareNameBytesMax = 32
+)
+
+// clip returns s cut to at most n bytes, on a rune boundary.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// settleExpired marks a settlement Unresolved when its cap passed without
+// a commit (DL-39). No second settlement is ever decided for its token.
+func (r *Runner) settleExpired(seq uint64, now time.Time) {
+	w, ok := r.settling[seq]
+	if !ok || now.Before(w.deadline) {
+		return
+	}
+	delete(r.settling, seq)
+	r.q.unresolved.Add(1)
+}
+
+// annotate adds the audit of the attempt to its settlement record (DL-38):
+// how the execution ended, the ledger's normal and termination exits, the
+// scope's close and the cleanup codes. Replay reads none of these fields,
+// so the machine's state is unchanged. It returns the record's seq.
+func annotate(d *Decision, tok uint64, a *attempt, codes []string) uint64 {
+	for _, rec := range d.Records {
+		out := outcomeOf(rec.Body)
+		if out == nil || out.Token != tok {
+			continue
+		}
+		out.Execution = a.execution
+		out.Middleware, out.NormalExits, out.TerminationExits = a.att.audit()
+		out.Scope = a.scope
+		out.Cleanup = strings.Join(codes, ",")
+		return rec.Seq
+	}
+	return 0
+}
+
+func outcomeOf(b record.Body) *record.Outcome {
+	switch b := b.(type) {
+	case *record.AttemptSucceeded:
+		return &b.Outcome
+	case *record.AttemptRetryScheduled:
+		return &b.Outcome
+	case *record.AttemptBuried:
+		return &b.Outcome
+	case *record.AttemptReleased:
+		return &b.Outcome
+	}
+	return nil
+}
+
+// abandonAll tears down every attempt's owner when the loop ends: nothing
+// more is appended, tokens stay open in the journal and recovery
+// redelivers them (DL-44). What has not returned stays quarantined.
+func (r *Runner) abandonAll() {
+	now := r.cfg.Clock.Now()
+	for _, tok := range r.tokens() {
+		a := r.attempts[tok]
+		a.att.sig.record(deadlines.ReasonRuntimeCancellation, now)
+		a.att.freeze()
+		switch {
+		case a.phase == phaseRunning:
+			r.q.execs.Add(1)
+		case a.hook != nil:
+			a.att.setTerm(a.hook.idx, HookInterrupted)
+			a.hook.sig.record(deadlines.ReasonRuntimeCancellation, now)
+			r.q.hooks.Add(1)
+		}
+		if a.scopeRunning || !a.att.scope.empty() {
+			r.q.scopes.Add(1) // not closed: its resources stay undisposed
+		}
+		delete(r.attempts, tok)
+	}
+	if r.timer != nil {
+		r.timer.Stop()
+		r.timer = nil
+	}
+}
