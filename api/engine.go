@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	crand "crypto/rand"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -216,26 +217,35 @@ func (e *Engine) load() (*replay.State, error) {
 	return st, nil
 }
 
-// writeSnapshot runs on the runner's loop while the state equals the
-// journal up to st.LastSeq. It encodes there, verifies the encoding by
-// decoding it and comparing digests, and writes in the background.
-func (e *Engine) writeSnapshot(st *replay.State) {
+// writeSnapshot runs on the runner's loop with the state at st.LastSeq. It
+// encodes there and returns the write, which the runner calls on its loop
+// once that seq is acknowledged and before its next append is submitted,
+// so the snapshot lands at most one group behind (RL-12). The encoding is
+// then verified in the background (Digest(st) is the SHA-256 of these
+// very bytes, so a decode that digests the same proves the round trip); a
+// snapshot that fails is deleted, and older ones are pruned only after a
+// newer one passed.
+func (e *Engine) writeSnapshot(st *replay.State) func() {
 	b, err := replay.Encode(st)
 	if err != nil {
-		return
-	}
-	dec, err := replay.Decode(b)
-	if err != nil || replay.Digest(dec) != replay.Digest(st) {
-		return
+		return nil
 	}
 	seq := st.LastSeq
-	e.snapWG.Add(1)
-	go func() {
-		defer e.snapWG.Done()
-		if err := e.j.WriteSnapshot(context.Background(), seq, b); err == nil {
-			e.j.DeleteSnapshotsBefore(context.Background(), seq)
+	return func() {
+		if err := e.j.WriteSnapshot(context.Background(), seq, b); err != nil {
+			return
 		}
-	}()
+		e.snapWG.Add(1)
+		go func() {
+			defer e.snapWG.Done()
+			dec, err := replay.Decode(b)
+			if err != nil || replay.Digest(dec) != sha256.Sum256(b) {
+				e.j.DeleteSnapshot(context.Background(), seq)
+				return
+			}
+			e.j.DeleteSnapshotsBefore(context.Background(), seq)
+		}()
+	}
 }
 
 // lookupWorkflow reads a finished workflow's summary from the terminal

@@ -12,7 +12,8 @@ import (
 // instant: no attempt running, nothing due to start, everything decided
 // acknowledged. It is meant for tests and simulations that drive the
 // engine with a manual clock: move the clock, then WaitIdle, then assert.
-// It never returns while a handler is blocked.
+// It does not return while a handler runs within its budget; a handler
+// abandoned at its cooperative deadline (DL-26) no longer holds it.
 func (e *Engine) WaitIdle(ctx context.Context) error {
 	if err := e.live(); err != nil {
 		return err

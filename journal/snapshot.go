@@ -139,6 +139,21 @@ func (j *Journal) DeleteSnapshotsBefore(ctx context.Context, seq uint64) error {
 	return j.submit(ctx, r)
 }
 
+// DeleteSnapshot deletes the snapshot at seq, if any: the engine drops a
+// snapshot whose verification failed after it was written.
+func (j *Journal) DeleteSnapshot(ctx context.Context, seq uint64) error {
+	if j.opts.ReadOnly {
+		return fmt.Errorf("journal: delete snapshot: %w", ErrReadOnly)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("journal: delete snapshot at seq %d: %w", seq, err)
+	}
+	r := getRequest(reqDeleteSnapshots)
+	r.key = appendSnapKey(nil, seq)
+	r.value = appendSnapKey(nil, seq+1)
+	return j.submit(ctx, r)
+}
+
 // Snapshot is one stored snapshot. Err is nil for a snapshot that passed
 // its checks; otherwise it is a [*CorruptError] (Seq = the snapshot's seq)
 // saying why the snapshot must be ignored, and State is nil. A bad

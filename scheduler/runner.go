@@ -66,12 +66,12 @@ type RunnerConfig struct {
 	// fails: the instance must stop (RL-2).
 	OnFatal func(error)
 	// SnapshotEvery and SnapshotFunc: when at least SnapshotEvery records
-	// were decided since the last call and everything decided is
-	// acknowledged, SnapshotFunc is called on the loop with the state, which
-	// then equals the journal's up to st.LastSeq (RL-12). It must not keep
-	// st past its return.
+	// were decided since the last snapshot, SnapshotFunc is called on the
+	// loop with the state, which is the state at st.LastSeq; it must not
+	// keep st past its return. The func it returns is called on the loop
+	// once st.LastSeq is acknowledged, to write the snapshot (RL-12).
 	SnapshotEvery uint64
-	SnapshotFunc  func(st *replay.State)
+	SnapshotFunc  func(st *replay.State) (write func())
 	// DeadlineFunc runs an on-deadline handler (WD-10) and returns its
 	// outcome (HandlerOK, HandlerFailed, HandlerPanicked or
 	// HandlerNotRegistered) and, unless ok, a message for the debug record.
@@ -195,6 +195,8 @@ type Runner struct {
 	timerAt    time.Time
 	dispatch   bool
 	lastSnap   uint64
+	snapSeq    uint64                        // seq of a snapshot waiting for its acknowledgement
+	snapWrite  func()                        // its write
 	handlers   map[uint64]context.CancelFunc // running on-deadline handlers by expiry
 	checkAt    time.Time                     // next deadline check, zero when off
 	drainWait  []chan struct{}
@@ -471,15 +473,27 @@ func (r *Runner) SetDispatch(ctx context.Context, on bool) error {
 }
 
 func (r *Runner) snapshot() {
-	if r.cfg.SnapshotFunc == nil || r.cfg.SnapshotEvery == 0 || r.committing != nil || len(r.pending) > 0 {
+	if r.cfg.SnapshotFunc == nil || r.cfg.SnapshotEvery == 0 || r.snapWrite != nil {
 		return
 	}
 	st := r.m.State()
 	if st.LastSeq-r.lastSnap < r.cfg.SnapshotEvery {
 		return
 	}
+	// The state reflects every decided record, acknowledged or not: it is
+	// the state at st.LastSeq, so it is encoded now and written once that
+	// seq is acknowledged. Waiting for a quiet pipeline instead would let
+	// snapshots starve under sustained load (RL-12).
+	write := r.cfg.SnapshotFunc(st)
+	if write == nil {
+		return
+	}
 	r.lastSnap = st.LastSeq
-	r.cfg.SnapshotFunc(st)
+	if r.committing == nil && len(r.pending) == 0 {
+		write()
+		return
+	}
+	r.snapSeq, r.snapWrite = st.LastSeq, write
 }
 
 // WaitIdle returns once the runner is quiescent at the clock's current
@@ -562,6 +576,11 @@ func (r *Runner) acked(a ack) bool {
 	if n := len(a.b.d.Records); n > 0 {
 		last := a.b.d.Records[n-1].Seq
 		r.m.Acked(last)
+		if r.snapWrite != nil && last >= r.snapSeq {
+			write := r.snapWrite
+			r.snapWrite = nil
+			write()
+		}
 		for seq := range r.settling {
 			if seq <= last {
 				delete(r.settling, seq) // committed within its cap (DL-39)
@@ -648,7 +667,15 @@ func (r *Runner) fire() {
 // arm sets the one clock timer to the earliest instant of the machine's
 // timers and the attempts' deadlines.
 func (r *Runner) arm(now time.Time) {
-	next, ok := r.m.NextTimer()
+	// The machine's timers matter only while dispatching: with dispatch
+	// off, a due one would re-arm at once on every pass of the loop.
+	var (
+		next time.Time
+		ok   bool
+	)
+	if r.dispatch {
+		next, ok = r.m.NextTimer()
+	}
 	if !r.checkAt.IsZero() && r.dispatch && (!ok || r.checkAt.Before(next)) {
 		next, ok = r.checkAt, true
 	}
