@@ -18,34 +18,10 @@ const (
 // chain measures three-step chains: each step's handler enqueues the next
 // step with Delivery.Enqueue, atomically with its own success.
 func (b *bench) chain(ctx context.Context) error {
-	for _, n := range b.sizes(chainDefault) {
-		var best *obj
-		for _, w := range b.cfg.workers {
-			var runs []*obj
-			for range b.cfg.runs {
-				o, err := b.chainOnce(ctx, n, w)
-				if err != nil {
-					return err
-				}
-				runs = append(runs, o)
-			}
-			o := medianObj(runs, "chains_per_sec")
-			b.withRatio(o, o.num("chains_per_sec"))
-			o.set("target_chains_per_sec", chainTarget)
-			o.set("target_met", o.num("chains_per_sec") >= chainTarget)
-			b.emit(o)
-			if best == nil || o.num("chains_per_sec") > best.num("chains_per_sec") {
-				best = o
-			}
-		}
-		if len(b.cfg.workers) > 1 {
-			b.emit(newObj("workload", "chain", "summary", "best_workers", "chains", n,
-				"workers", best.vals["workers"], "chains_per_sec", best.num("chains_per_sec"),
-				"p50_ms", best.num("p50_ms"), "p99_ms", best.num("p99_ms"),
-				"target_met", best.vals["target_met"]))
-		}
-	}
-	return nil
+	return b.sweep(ctx, sweepSpec{
+		workload: "chain", size: "chains", def: chainDefault, rate: "chains_per_sec", target: chainTarget,
+		once: b.chainOnce, summary: []string{"p50_ms", "p99_ms"},
+	})
 }
 
 func (b *bench) chainOnce(ctx context.Context, n, workers int) (*obj, error) {

@@ -17,33 +17,10 @@ const (
 // enqueue measures enqueue-then-drain throughput of no-op jobs for each
 // size and Workers value, and names the best Workers value.
 func (b *bench) enqueue(ctx context.Context) error {
-	for _, n := range b.sizes(enqueueDefault) {
-		var best *obj
-		for _, w := range b.cfg.workers {
-			var runs []*obj
-			for range b.cfg.runs {
-				o, err := b.enqueueOnce(ctx, n, w)
-				if err != nil {
-					return err
-				}
-				runs = append(runs, o)
-			}
-			o := medianObj(runs, "jobs_per_sec")
-			b.withRatio(o, o.num("jobs_per_sec"))
-			o.set("target_jobs_per_sec", enqueueTarget)
-			o.set("target_met", o.num("jobs_per_sec") >= enqueueTarget)
-			b.emit(o)
-			if best == nil || o.num("jobs_per_sec") > best.num("jobs_per_sec") {
-				best = o
-			}
-		}
-		if len(b.cfg.workers) > 1 {
-			b.emit(newObj("workload", "enqueue", "summary", "best_workers", "jobs", n,
-				"workers", best.vals["workers"], "jobs_per_sec", best.num("jobs_per_sec"),
-				"target_met", best.vals["target_met"]))
-		}
-	}
-	return nil
+	return b.sweep(ctx, sweepSpec{
+		workload: "enqueue", size: "jobs", def: enqueueDefault, rate: "jobs_per_sec", target: enqueueTarget,
+		once: b.enqueueOnce,
+	})
 }
 
 func (b *bench) enqueueOnce(ctx context.Context, n, workers int) (*obj, error) {

@@ -299,3 +299,52 @@ func (b *bench) tempDir(prefix string) (string, func(), error) {
 	}
 	return d, func() { os.RemoveAll(d) }, nil
 }
+
+// sweepSpec describes a throughput workload run for each size and each
+// Workers value.
+type sweepSpec struct {
+	workload string
+	size     string // the JSON name of a size ("jobs", "chains")
+	def      int    // default size
+	rate     string // the JSON name of the measured rate
+	target   float64
+	once     func(ctx context.Context, n, workers int) (*obj, error)
+	summary  []string // extra fields copied into the best-Workers summary
+}
+
+// sweep runs s for each size and Workers value, emits the median of the
+// runs of each with its ratio against the baseline and target, and names
+// the best Workers value.
+func (b *bench) sweep(ctx context.Context, s sweepSpec) error {
+	for _, n := range b.sizes(s.def) {
+		var best *obj
+		for _, w := range b.cfg.workers {
+			var runs []*obj
+			for range b.cfg.runs {
+				o, err := s.once(ctx, n, w)
+				if err != nil {
+					return err
+				}
+				runs = append(runs, o)
+			}
+			o := medianObj(runs, s.rate)
+			b.withRatio(o, o.num(s.rate))
+			o.set("target_"+s.rate, s.target)
+			o.set("target_met", o.num(s.rate) >= s.target)
+			b.emit(o)
+			if best == nil || o.num(s.rate) > best.num(s.rate) {
+				best = o
+			}
+		}
+		if len(b.cfg.workers) > 1 {
+			sum := newObj("workload", s.workload, "summary", "best_workers", s.size, n,
+				"workers", best.vals["workers"], s.rate, best.num(s.rate))
+			for _, k := range s.summary {
+				sum.set(k, best.num(k))
+			}
+			sum.set("target_met", best.vals["target_met"])
+			b.emit(sum)
+		}
+	}
+	return nil
+}
