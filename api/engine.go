@@ -12,17 +12,26 @@ import (
 	"os"
 	"os/signal"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/oklog/ulid/v2"
 
 	"github.com/quire-dev/quire/clock"
+	"github.com/quire-dev/quire/deadlines"
 	"github.com/quire-dev/quire/journal"
 	"github.com/quire-dev/quire/journal/record"
 	"github.com/quire-dev/quire/replay"
 	"github.com/quire-dev/quire/scheduler"
+	"github.com/quire-dev/quire/shutdown"
 )
+
+// noop is a loop op that decides nothing: its acknowledgement is a barrier
+// behind everything decided before it.
+func noop(*scheduler.Machine, time.Time) (scheduler.Decision, error) {
+	return scheduler.Decision{}, nil
+}
 
 // Version is the engine version recorded in run_started.
 const Version = "0.1.0"
@@ -84,6 +93,14 @@ type Engine struct {
 	fatal     error
 	stats     OpenStats
 	snapWG    sync.WaitGroup
+	// crashed is set when Close abandoned the engine without a shutdown
+	// (an already-ended ctx before any initiation).
+	crashed bool
+
+	coord      *shutdown.Coordinator
+	counts     settleCounts
+	initiated  atomic.Bool // the engine installed a shutdown root
+	finishOnce sync.Once
 }
 
 // Open opens (or creates) the journal in opts.Dir, replays it from the
@@ -146,7 +163,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	}, st)
 	e.r = scheduler.NewRunner(scheduler.RunnerConfig{
 		Clock:                 clk,
-		Appender:              journalAppender{j},
+		Appender:              journalAppender{j: j, counts: &e.counts},
 		Execute:               e.run,
 		OnFatal:               e.onFatal,
 		SnapshotEvery:         uint64(opts.SnapshotEvery),
@@ -156,9 +173,25 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		DeadlineCheckInterval: opts.DeadlineCheckInterval,
 		SettlementTimeout:     opts.SettlementTimeout,
 	}, e.m)
+	e.coord, err = shutdown.New(shutdown.Options{
+		Clock:             clk,
+		Engine:            shutdownEngine{e},
+		Journal:           shutdownJournal{e},
+		ShutdownTimeout:   opts.ShutdownTimeout,
+		SettlementTimeout: opts.SettlementTimeout,
+	})
+	if err != nil {
+		j.Close()
+		return nil, fmt.Errorf("quire: shutdown options: %w", err)
+	}
 	e.r.Start()
 	runID := newID("run_", clk.Now())
+	var interrupted *replay.Run
 	err = e.r.Submit(ctx, func(m *scheduler.Machine, now time.Time) (scheduler.Decision, error) {
+		if prev := m.State().LastRun(); prev != nil && prev.Shutdown.Initiated != nil && prev.Shutdown.Report == nil {
+			cp := *prev
+			interrupted = &cp
+		}
 		d, lost := m.Recover(now, runID, Version)
 		e.stats.Recovered = lost
 		return d, nil
@@ -167,6 +200,17 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		e.r.Stop(context.Background())
 		e.closeJournal()
 		return nil, fmt.Errorf("quire: recover %s: %w", opts.Dir, err)
+	}
+	if prev := interrupted; prev != nil {
+		// SD-36: say so, invent no report; attempts it left open were
+		// handled by Recover (DL-44).
+		err = e.r.Note(ctx, &record.Debug{Subject: prev.RunID, Code: CodeShutdownInterrupted,
+			Message: fmt.Sprintf("run %s initiated a shutdown (%s) and has no shutdown report", prev.RunID, prev.Shutdown.Initiated.Trigger)})
+		if err != nil {
+			e.r.Stop(context.Background())
+			e.closeJournal()
+			return nil, fmt.Errorf("quire: recover %s: %w", opts.Dir, err)
+		}
 	}
 	e.stats.RunID = runID
 	e.setLifecycle(Ready)
@@ -296,6 +340,18 @@ func (e *Engine) onFatal(err error) {
 	e.fatal = err
 	e.lifecycle = Failed
 	e.mu.Unlock()
+	// On the runner's loop: the coordinator's first act calls the runner,
+	// so it runs on a goroutine of its own (SD-23).
+	go e.coord.Fail(CodeJournalCommitFailed)
+}
+
+// beginDraining closes admission (SD-12) unless the engine failed.
+func (e *Engine) beginDraining() {
+	e.mu.Lock()
+	if e.lifecycle != Failed && e.lifecycle != Stopped {
+		e.lifecycle = Draining
+	}
+	e.mu.Unlock()
 }
 
 func (e *Engine) handler(name string) *handlerEntry {
@@ -383,52 +439,160 @@ func (e *Engine) startOnce(ctx context.Context) error {
 	return e.r.SetDispatch(ctx, true)
 }
 
-// Run starts the engine and blocks until ctx is cancelled or the process
-// gets SIGINT or SIGTERM, then closes the engine gracefully within
-// ShutdownTimeout and returns Close's result. It returns early with the
-// error if the engine fails (ErrFailStop): the process should then exit
+// Run starts the engine and blocks until its shutdown is over (SD-20):
+// the first SIGINT or SIGTERM, or the end of ctx, initiates a graceful
+// shutdown within ShutdownTimeout; the first SIGQUIT initiates and forces;
+// any later signal forces. It returns the shutdown's result, an error
+// matching ErrFailStop if the engine failed: the process should then exit
 // and restart, which replays the journal.
 func (e *Engine) Run(ctx context.Context) error {
 	if err := e.Start(ctx); err != nil {
 		return err
 	}
-	sig := make(chan os.Signal, 2)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sig)
-	select {
-	case <-ctx.Done():
-	case <-sig:
-	case <-e.r.Done():
-	}
-	cctx, cancel := context.WithTimeout(context.Background(), e.opts.ShutdownTimeout)
-	defer cancel()
-	return e.Close(cctx)
+	sig := make(chan os.Signal, 4)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM, syscall.SIGQUIT)
+	monDone := make(chan struct{})
+	go func() {
+		defer close(monDone)
+		defer signal.Stop(sig)
+		ctxDone := ctx.Done()
+		for {
+			select {
+			case s := <-sig:
+				t := signalTrigger(s)
+				if !e.coord.Initiate(t) {
+					e.coord.Force(t)
+					return
+				}
+			case <-ctxDone:
+				ctxDone = nil
+				e.coord.Initiate(shutdown.TriggerContext)
+			case <-e.coord.Done():
+				return
+			}
+		}
+	}()
+	e.coord.Wait(context.Background())
+	<-monDone
+	return e.finish()
 }
 
-// Close stops admission, waits for running attempts to settle (until ctx
-// ends), stops the engine and closes the journal. Attempts still running
-// when ctx ends are abandoned and redelivered at the next Open (DL-44).
-// Later calls return the first call's result.
+func signalTrigger(s os.Signal) shutdown.Trigger {
+	switch s {
+	case syscall.SIGTERM:
+		return shutdown.TriggerSigterm
+	case syscall.SIGQUIT:
+		return shutdown.TriggerSigquit
+	}
+	return shutdown.TriggerSigint
+}
+
+// Shutdown requests a graceful shutdown and waits for its result (SD-21):
+// nil if the report is a success and the journal confirmed it, otherwise
+// an error ([*shutdown.Error], or one matching ErrFailStop if the engine
+// failed). If ctx ends first it returns ctx.Err() while the shutdown
+// carries on under its root; every caller gets the same result.
+func (e *Engine) Shutdown(ctx context.Context) error {
+	e.mu.Lock()
+	crashed := e.crashed
+	e.mu.Unlock()
+	if crashed {
+		<-e.closed
+		return e.closeErr
+	}
+	e.beginDraining()
+	e.coord.Initiate(shutdown.TriggerAPI)
+	if err := e.coord.Wait(ctx); err != nil {
+		select {
+		case <-e.coord.Done():
+		default:
+			return err
+		}
+	}
+	return e.finish()
+}
+
+// finish records the end of the shutdown once phase 6 is over: the
+// lifecycle and the shared result.
+func (e *Engine) finish() error {
+	e.finishOnce.Do(func() {
+		err := e.coord.Wait(context.Background())
+		e.snapWG.Wait()
+		e.mu.Lock()
+		if e.lifecycle != Failed {
+			e.lifecycle = Stopped
+		} else {
+			err = fmt.Errorf("%w: %v", ErrFailStop, e.fatal)
+		}
+		e.mu.Unlock()
+		e.closeErr = err
+		close(e.closed)
+	})
+	<-e.closed
+	return e.closeErr
+}
+
+// Close shuts the engine down as [Engine.Shutdown] does. If ctx ends
+// before the shutdown is over, force is requested and the root is cut to
+// now: attempts still running are abandoned and released, and Close
+// returns once the journal is closed. If ctx has already ended and no
+// shutdown was initiated, Close abandons the engine without one, as a
+// crash would: running attempts are redelivered at the next Open (DL-44).
+// Later calls return the first result.
 func (e *Engine) Close(ctx context.Context) error {
+	if ctx.Err() != nil {
+		e.mu.Lock()
+		crash := !e.coord.Root().Installed() && !e.crashed
+		if crash {
+			e.crashed = true
+		}
+		e.mu.Unlock()
+		if crash {
+			e.abandon()
+		}
+	}
+	e.mu.Lock()
+	crashed := e.crashed
+	e.mu.Unlock()
+	if crashed {
+		<-e.closed
+		return e.closeErr
+	}
+	err := e.Shutdown(ctx)
+	select {
+	case <-e.coord.Done():
+		return closeResult(e.finish())
+	default:
+	}
+	if err != nil {
+		e.coord.Force(shutdown.TriggerAPI)
+		e.coord.Install(deadlines.NewRoot(e.clk.Now(), 0))
+	}
+	return closeResult(e.finish())
+}
+
+// closeResult keeps Close's contract: it reports the journal's errors and
+// a fail-stop, not an Incomplete classification, which stays readable
+// through [Engine.ShutdownReport] and is what [Engine.Shutdown] returns.
+func closeResult(err error) error {
+	var se *shutdown.Error
+	if errors.As(err, &se) && se.Err == nil && se.Completion == shutdown.Incomplete {
+		return nil
+	}
+	return err
+}
+
+// abandon stops the engine without a shutdown, as a crash would.
+func (e *Engine) abandon() {
 	e.closeOnce.Do(func() {
 		e.mu.Lock()
-		failed := e.lifecycle == Failed
-		if !failed {
+		if e.lifecycle != Failed {
 			e.lifecycle = Draining
 		}
 		e.mu.Unlock()
-		var err error
-		if !failed {
-			err = e.r.Drain(ctx)
-			if errors.Is(err, scheduler.ErrStopped) {
-				err = nil
-			}
-		}
 		e.r.Stop(context.Background())
 		e.snapWG.Wait()
-		if cerr := e.closeJournal(); err == nil {
-			err = cerr
-		}
+		err := e.closeJournal()
 		e.mu.Lock()
 		if e.lifecycle != Failed {
 			e.lifecycle = Stopped
@@ -439,8 +603,6 @@ func (e *Engine) Close(ctx context.Context) error {
 		e.closeErr = err
 		close(e.closed)
 	})
-	<-e.closed
-	return e.closeErr
 }
 
 func (e *Engine) closeJournal() error {
@@ -460,7 +622,10 @@ func (e *Engine) Checkpoint(dir string) error {
 	return e.j.Checkpoint(dir)
 }
 
-type journalAppender struct{ j *journal.Journal }
+type journalAppender struct {
+	j      *journal.Journal
+	counts *settleCounts
+}
 
 func (a journalAppender) Append(ctx context.Context, idx []scheduler.IndexEntry, recs ...record.Record) ([]uint64, error) {
 	var entries []journal.IndexEntry
@@ -490,6 +655,9 @@ func (a journalAppender) Append(ctx context.Context, idx []scheduler.IndexEntry,
 		if seqs[i] != want[i] {
 			return nil, fmt.Errorf("quire: journal assigned seq %d to a record decided as seq %d: another writer appended", seqs[i], want[i])
 		}
+	}
+	if a.counts != nil {
+		a.counts.count(recs)
 	}
 	return seqs, nil
 }

@@ -726,8 +726,8 @@ func ExampleEngine_Stats() {
 	fmt.Println("snapshot at", st.SnapshotSeq, "then", st.RecordsReplayed, "records")
 	fmt.Println("open attempts recovered", st.Recovered)
 	// Output:
-	// last seq 151
-	// snapshot at 100 then 51 records
+	// last seq 165
+	// snapshot at 100 then 65 records
 	// open attempts recovered 0
 }
 

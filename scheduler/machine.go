@@ -387,3 +387,12 @@ func (m *Machine) start(d *Decision, now time.Time, j *replay.Job) {
 	}
 	d.Starts = append(d.Starts, st)
 }
+
+// Note decides b as one record on the engine stream, e.g. a shutdown
+// record (SD-11) or a diagnostic (SD-36). Like every decision it is
+// applied to the state at once and appended by the runner.
+func (m *Machine) Note(b record.Body) Decision {
+	var d Decision
+	m.emit(&d, record.EngineStream, b)
+	return d
+}

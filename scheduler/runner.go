@@ -701,3 +701,49 @@ func (r *Runner) arm(now time.Time) {
 	r.timer = r.cfg.Clock.NewTimer(next.Sub(now))
 	r.timerAt = next
 }
+
+// Note appends b as one engine-stream record ([Machine.Note]) and returns
+// once it is acknowledged, like [Runner.Submit].
+func (r *Runner) Note(ctx context.Context, b record.Body) error {
+	return r.Submit(ctx, func(m *Machine, now time.Time) (Decision, error) {
+		return m.Note(b), nil
+	})
+}
+
+// StopAdmission stops starting attempts and the periodic workflow deadline
+// check (shutdown phase 1, SD-12). It returns once the loop ran it, without
+// waiting for appends in flight, and cancels nothing (DL-19).
+func (r *Runner) StopAdmission(ctx context.Context) error {
+	return r.call(ctx, func(time.Time) {
+		r.dispatch = false
+		r.checkAt = time.Time{}
+	})
+}
+
+// LatestOwnerCutoff returns the latest owner cutoff O (DL-21) of the
+// attempts in flight that have a cancellation reason, or the zero time if
+// none has.
+func (r *Runner) LatestOwnerCutoff(ctx context.Context) (time.Time, error) {
+	var latest time.Time
+	err := r.call(ctx, func(time.Time) {
+		for _, tok := range r.tokens() {
+			a := r.attempts[tok]
+			reason, at, ok := a.att.sig.Reason()
+			if !ok {
+				continue
+			}
+			if o := a.budget.OwnerCutoff(reason, at, r.root); o.After(latest) {
+				latest = o
+			}
+		}
+	})
+	return latest, err
+}
+
+// InFlight returns how many attempts and on-deadline handlers the loop
+// still tracks.
+func (r *Runner) InFlight(ctx context.Context) (int, error) {
+	var n int
+	err := r.call(ctx, func(time.Time) { n = len(r.attempts) + len(r.handlers) })
+	return n, err
+}

@@ -1,0 +1,273 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/quire-dev/quire/deadlines"
+	"github.com/quire-dev/quire/journal/record"
+	"github.com/quire-dev/quire/shutdown"
+)
+
+// Codes of the engine's own diagnostics and failures.
+const (
+	// CodeJournalCommitFailed is the failure code of a shutdown forced by a
+	// failed journal commit (SD-23).
+	CodeJournalCommitFailed = "JOURNAL_COMMIT_FAILED"
+	// CodeShutdownInterrupted is the debug code recovery appends when the
+	// previous run initiated a shutdown and never reported it (SD-36).
+	CodeShutdownInterrupted = "SHUTDOWN_INTERRUPTED"
+)
+
+// errQueuesWithheld is the close-evidence error when the drain was not
+// reconciled, so the internal queues' barrier stayed closed (SD-18).
+var errQueuesWithheld = errors.New("quire: internal queues not closed: drain not reconciled")
+
+// EngineSnapshot is a point-in-time view of the engine (SD-34).
+type EngineSnapshot struct {
+	Lifecycle Lifecycle
+	Shutdown  ShutdownStatus
+}
+
+// ShutdownStatus is the shutdown part of an [EngineSnapshot] (SD-34).
+type ShutdownStatus struct {
+	// Initiated is true once a shutdown was initiated and the engine
+	// installed its root: admission is closed.
+	Initiated bool
+	// Completed is true once the runtime join happened and the report is
+	// published; it says nothing about success.
+	Completed bool
+	// Report is the same value as [Engine.ShutdownReport].
+	Report *shutdown.Report
+}
+
+// Snapshot returns the engine's lifecycle and shutdown status (SD-34).
+func (e *Engine) Snapshot() EngineSnapshot {
+	rep := e.coord.Report()
+	return EngineSnapshot{
+		Lifecycle: e.Lifecycle(),
+		Shutdown: ShutdownStatus{
+			Initiated: e.initiated.Load(),
+			Completed: rep != nil,
+			Report:    rep,
+		},
+	}
+}
+
+// ShutdownReport returns a copy of the published shutdown report, or nil
+// until it is published (SD-26, SD-32).
+func (e *Engine) ShutdownReport() *shutdown.Report { return e.coord.Report() }
+
+// Force requests force for the shutdown in progress (SD-22): running
+// attempts get ReasonForcedShutdown and every remaining action takes its
+// force path. It returns an error matching [shutdown.ErrNotInitiated]
+// before any initiation.
+func (e *Engine) Force() error { return e.coord.Force(shutdown.TriggerAPI) }
+
+// settleCounts counts settlement records as the journal acknowledges them,
+// for the shutdown counters (SD-25).
+type settleCounts struct {
+	settled  atomic.Int64
+	released atomic.Int64
+	// base values at the initiation: counters cover the shutdown only.
+	baseSettled  atomic.Int64
+	baseReleased atomic.Int64
+	marked       sync.Once
+}
+
+// mark takes the base values, once, at the first initiation.
+func (c *settleCounts) mark() {
+	c.marked.Do(func() {
+		c.baseSettled.Store(c.settled.Load())
+		c.baseReleased.Store(c.released.Load())
+	})
+}
+
+func (c *settleCounts) count(recs []record.Record) {
+	for _, r := range recs {
+		switch r.Body.(type) {
+		case *record.AttemptSucceeded, *record.AttemptRetryScheduled, *record.AttemptBuried:
+			c.settled.Add(1)
+		case *record.AttemptReleased:
+			c.settled.Add(1)
+			c.released.Add(1)
+		}
+	}
+}
+
+// shutdownEngine is the engine as the shutdown coordinator drives it.
+type shutdownEngine struct{ e *Engine }
+
+var _ shutdown.Engine = shutdownEngine{}
+
+func (s shutdownEngine) InstallRoot(root deadlines.Root) {
+	// Admission closes with the initiation: nothing new is admitted once a
+	// shutdown is requested (SD-12).
+	s.e.beginDraining()
+	s.e.counts.mark()
+	_ = s.e.r.InstallRoot(context.Background(), root)
+	s.e.initiated.Store(true)
+}
+
+func (s shutdownEngine) CloseAdmission() int {
+	e := s.e
+	e.beginDraining()
+	e.counts.mark()
+	_ = e.r.StopAdmission(context.Background())
+	// The dispatcher claims only what it starts at once: nothing is
+	// buffered unstarted (DL-43).
+	return 0
+}
+
+func (s shutdownEngine) Drain(ctx context.Context) error {
+	// Goroutines abandoned before the shutdown are not waited for here:
+	// they stay counted in Counters.Quarantined, which keeps the drain
+	// unreconciled and the report Incomplete (SD-37).
+	return s.e.r.Drain(ctx)
+}
+
+func (s shutdownEngine) ForceAttempts(reason deadlines.Reason, at time.Time) time.Time {
+	_ = s.e.r.Force(context.Background(), reason)
+	latest, _ := s.e.r.LatestOwnerCutoff(context.Background())
+	return latest
+}
+
+func (s shutdownEngine) AwaitJoin(ctx context.Context) error {
+	// The runner's owners revoke, cancel, release and abandon at each
+	// owner cutoff (DL-30, DL-41); this observes the real returns.
+	if err := s.e.r.Drain(ctx); err != nil {
+		return err
+	}
+	return s.e.r.WaitQuarantine(ctx)
+}
+
+func (s shutdownEngine) CloseEvidence(ctx context.Context, req shutdown.CloseRequest) error {
+	e := s.e
+	if err := e.r.StopAdmission(ctx); err != nil {
+		return err
+	}
+	// An empty decision is acknowledged once everything decided before it
+	// is: every record so far is committed and synced. The loop stays up
+	// to append the shutdown's own records until phase 6 closes the
+	// journal.
+	if err := e.r.Submit(ctx, noop); err != nil {
+		return err
+	}
+	if !req.DrainReconciled {
+		return errQueuesWithheld
+	}
+	return nil
+}
+
+func (s shutdownEngine) Counters() shutdown.Counters {
+	e := s.e
+	q := e.r.Quarantine()
+	quarantined := q.Executions + q.Hooks + q.Scopes
+	inflight, err := e.r.InFlight(context.Background())
+	if err != nil {
+		inflight = 0 // stopped: what it abandoned is counted in quarantine
+	}
+	return shutdown.Counters{
+		Drained:     int(e.counts.settled.Load() - e.counts.baseSettled.Load()),
+		Released:    int(e.counts.released.Load() - e.counts.baseReleased.Load()),
+		Unresolved:  q.Unresolved,
+		Quarantined: quarantined,
+		Joined:      quarantined == 0 && inflight == 0,
+	}
+}
+
+// shutdownJournal appends the shutdown records through the runner (the
+// engine is the journal's only writer) and closes the journal.
+type shutdownJournal struct{ e *Engine }
+
+var _ shutdown.Journal = shutdownJournal{}
+
+func (s shutdownJournal) Append(ctx context.Context, ev shutdown.Event) error {
+	b := shutdownBody(ev)
+	if b == nil {
+		return fmt.Errorf("quire: unknown shutdown event %s", ev.Kind())
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.e.r.Note(context.Background(), b) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s shutdownJournal) Close(ctx context.Context) error {
+	e := s.e
+	_ = e.r.Stop(ctx)
+	e.snapWG.Wait()
+	return e.closeJournal()
+}
+
+// shutdownBody maps a shutdown event to its journal record body.
+func shutdownBody(ev shutdown.Event) record.Body {
+	switch ev := ev.(type) {
+	case shutdown.Initiated:
+		return &record.ShutdownInitiated{Trigger: ev.Trigger.String(), StartAt: ev.Start.UnixNano(),
+			TotalNanos: int64(ev.Total), GracefulAt: ev.G.UnixNano(), HardAt: ev.Hr.UnixNano()}
+	case shutdown.ForceRequested:
+		return &record.ShutdownForceRequested{Trigger: ev.Trigger.String()}
+	case shutdown.PhaseStarted:
+		return &record.ShutdownPhaseStarted{Phase: int8(ev.Phase), Name: ev.Phase.String()}
+	case shutdown.PhaseFinished:
+		return &record.ShutdownPhaseFinished{Phase: int8(ev.Phase), Name: ev.Phase.String(),
+			Graceful: ev.Graceful.String(), Forced: ev.Forced.String()}
+	case shutdown.ReportPublished:
+		return reportRecord(&ev.Report)
+	}
+	return nil
+}
+
+func resourceBits(r shutdown.ResourceReport) uint8 {
+	var b uint8
+	for i, on := range []bool{r.Owned, r.Started, r.Terminal, r.Succeeded} {
+		if on {
+			b |= 1 << i
+		}
+	}
+	return b
+}
+
+// reportRecord flattens a report into its shutdown_report record (SD-27).
+func reportRecord(r *shutdown.Report) *record.ShutdownReport {
+	out := &record.ShutdownReport{
+		Completion:           r.Completion.String(),
+		Forced:               r.Forced,
+		Trigger:              r.Trigger.String(),
+		InitiatedAt:          r.InitiatedAt.UnixNano(),
+		BudgetNanos:          int64(r.Budget),
+		ElapsedNanos:         int64(r.Elapsed),
+		CoordinatorAccounted: r.CoordinatorAccounted,
+		CoordinatorComplete:  r.CoordinatorComplete,
+		RuntimeJoined:        r.RuntimeJoined,
+		DrainReconciled:      r.DrainReconciled,
+		CloseReconciled:      r.CloseReconciled,
+		Dependencies: []uint8{
+			resourceBits(r.Dependencies.OwnedResources),
+			resourceBits(r.Dependencies.SignalMonitor),
+			resourceBits(r.Dependencies.Telemetry),
+		},
+		Drained:           int64(r.Drained),
+		ReleasedUnstarted: int64(r.ReleasedUnstarted),
+		Released:          int64(r.Released),
+		Unresolved:        int64(r.Unresolved),
+		Quarantined:       int64(r.Quarantined),
+		FailureCode:       r.FailureCode,
+	}
+	for _, a := range r.Actions {
+		out.ActionPhases = append(out.ActionPhases, int8(a.Phase))
+		out.ActionComponents = append(out.ActionComponents, a.Component)
+		out.ActionGraceful = append(out.ActionGraceful, a.Graceful.String())
+		out.ActionForced = append(out.ActionForced, a.Forced.String())
+	}
+	return out
+}

@@ -1,0 +1,267 @@
+package api_test
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/quire-dev/quire/api"
+	"github.com/quire-dev/quire/journal/record"
+	"github.com/quire-dev/quire/replay"
+	"github.com/quire-dev/quire/shutdown"
+)
+
+// foldRecords replays recs from an empty state.
+func foldRecords(t *testing.T, recs []journalRecord) *replay.State {
+	t.Helper()
+	st := replay.New()
+	for _, r := range recs {
+		if err := replay.Apply(st, r); err != nil {
+			t.Fatalf("replay: %v", err)
+		}
+	}
+	return st
+}
+
+// awaitInitiated waits until a shutdown was initiated on e.
+func awaitInitiated(e *api.Engine) {
+	for !e.Snapshot().Shutdown.Initiated {
+		runtime.Gosched()
+	}
+}
+
+// blocking registers a handler "block" that reports its delivery and
+// returns only once release is closed, ignoring its context.
+func blocking(t *testing.T, e *api.Engine) (started chan *api.Delivery, release chan struct{}) {
+	t.Helper()
+	started, release = make(chan *api.Delivery, 4), make(chan struct{})
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	err := api.Handle(e, "block", func(ctx context.Context, d *api.Delivery, in msg) error {
+		started <- d
+		<-release
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return started, release
+}
+
+func TestSD11_SD17_SD33_GracefulShutdownReportIsJournaled(t *testing.T) {
+	b := setup(t, nil)
+	var rec recorder
+	if err := api.Handle(b.eng, "ok", okHandler(&rec)); err != nil {
+		t.Fatal(err)
+	}
+	b.enqueue("ok", msg{N: 1})
+	b.start()
+	b.idle()
+	if err := b.eng.Shutdown(b.ctx); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	rep := b.eng.ShutdownReport()
+	if rep == nil || rep.Completion != shutdown.GracefulCompleted || !rep.IsSuccess() || rep.Trigger != shutdown.TriggerAPI {
+		t.Fatalf("report %+v", rep)
+	}
+	if snap := b.eng.Snapshot(); !snap.Shutdown.Completed || snap.Lifecycle != api.Stopped || snap.Shutdown.Report.Completion != rep.Completion {
+		t.Fatalf("snapshot %+v", snap)
+	}
+	// Every observer gets the same result; Close delegates.
+	if err := b.eng.Shutdown(b.ctx); err != nil {
+		t.Fatalf("second shutdown: %v", err)
+	}
+	if err := b.eng.Close(b.ctx); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+
+	b.open()
+	recs := b.records()
+	// SD-11: initiated, then each phase started and finished in order, the
+	// report between phase 6's two records.
+	var got []string
+	for _, r := range recs {
+		switch body := r.Body.(type) {
+		case *record.ShutdownInitiated:
+			got = append(got, "initiated:"+body.Trigger)
+		case *record.ShutdownPhaseStarted:
+			got = append(got, "start:"+body.Name)
+		case *record.ShutdownPhaseFinished:
+			got = append(got, "finish:"+body.Name+":"+body.Graceful)
+		case *record.ShutdownReport:
+			got = append(got, "report:"+body.Completion)
+		case *record.ShutdownForceRequested:
+			got = append(got, "force")
+		case *record.Debug:
+			t.Fatalf("unexpected debug record %+v", body)
+		}
+	}
+	want := []string{"initiated:api"}
+	for p := shutdown.PhaseCloseAdmission; p <= shutdown.PhasePublishReport; p++ {
+		want = append(want, "start:"+p.String())
+		if p == shutdown.PhasePublishReport {
+			want = append(want, "report:graceful_completed")
+		}
+		want = append(want, "finish:"+p.String()+":completed")
+	}
+	if len(got) != len(want) {
+		t.Fatalf("shutdown records\n got %v\nwant %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("shutdown record %d: got %s, want %s (all: %v)", i, got[i], want[i], got)
+		}
+	}
+	// SD-33: the previous run's report, read back from the journal, is the
+	// one the engine returned.
+	st := foldRecords(t, recs)
+	if len(st.Runs) != 2 {
+		t.Fatalf("%d runs", len(st.Runs))
+	}
+	jr := st.Runs[0].Shutdown.Report
+	if jr == nil {
+		t.Fatal("no journaled report")
+	}
+	if jr.Completion != rep.Completion.String() || jr.Trigger != rep.Trigger.String() ||
+		jr.InitiatedAt != rep.InitiatedAt.UnixNano() || jr.BudgetNanos != int64(rep.Budget) ||
+		jr.ElapsedNanos != int64(rep.Elapsed) || jr.Forced != rep.Forced ||
+		jr.DrainReconciled != rep.DrainReconciled || jr.CloseReconciled != rep.CloseReconciled ||
+		jr.RuntimeJoined != rep.RuntimeJoined || len(jr.ActionPhases) != len(rep.Actions) ||
+		jr.Quarantined != int64(rep.Quarantined) || jr.Released != int64(rep.Released) {
+		t.Fatalf("journaled report %+v != returned %+v", jr, rep)
+	}
+	if st.Runs[1].Shutdown.Initiated != nil {
+		t.Fatal("the new run shows a shutdown")
+	}
+}
+
+func TestSD12_EnqueueAfterInitiationIsRefused(t *testing.T) {
+	b := setup(t, nil)
+	started, release := blocking(t, b.eng)
+	b.enqueue("block", msg{})
+	b.start()
+	<-started
+	res := make(chan error, 1)
+	go func() { res <- b.eng.Shutdown(b.ctx) }()
+	awaitInitiated(b.eng)
+	if _, err := b.eng.Enqueue(b.ctx, "block", msg{}); !errors.Is(err, api.ErrShuttingDown) {
+		t.Fatalf("enqueue after initiation: %v, want ErrShuttingDown", err)
+	}
+	if l := b.eng.Lifecycle(); l != api.Draining {
+		t.Fatalf("lifecycle %v, want draining", l)
+	}
+	close(release)
+	if err := <-res; err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	if rep := b.eng.ShutdownReport(); rep.Completion != shutdown.GracefulCompleted || rep.Drained != 1 {
+		t.Fatalf("report %+v", rep)
+	}
+}
+
+func TestSD22_ForceBeforeInitiationIsTyped(t *testing.T) {
+	b := setup(t, nil)
+	if err := b.eng.Force(); !errors.Is(err, shutdown.ErrNotInitiated) {
+		t.Fatalf("force before initiation: %v", err)
+	}
+	if b.eng.ShutdownReport() != nil {
+		t.Fatal("report before any shutdown")
+	}
+}
+
+func TestSD37_NeverYieldingHandlerIsIncomplete(t *testing.T) {
+	b := setup(t, func(o *api.Options) { o.ShutdownTimeout = 4 * time.Second })
+	started, _ := blocking(t, b.eng)
+	b.enqueue("block", msg{})
+	b.start()
+	<-started
+	res := make(chan error, 1)
+	go func() { res <- b.eng.Shutdown(b.ctx) }()
+	awaitInitiated(b.eng)
+	b.clk.Advance(5 * time.Second) // past Hr = 4 s
+	err := <-res
+	if !errors.Is(err, shutdown.ErrIncomplete) {
+		t.Fatalf("shutdown: %v, want ErrIncomplete", err)
+	}
+	rep := b.eng.ShutdownReport()
+	if rep == nil || rep.IsSuccess() || rep.Completion != shutdown.Incomplete || rep.Quarantined == 0 || rep.RuntimeJoined {
+		t.Fatalf("report %+v", rep)
+	}
+	// The same result again, and Close keeps its contract.
+	if err2 := b.eng.Shutdown(b.ctx); err2 != err {
+		t.Fatalf("second shutdown: %v, want %v", err2, err)
+	}
+}
+
+func TestSD10_ForcedAtGWithShutdownDeadline(t *testing.T) {
+	b := setup(t, func(o *api.Options) { o.ShutdownTimeout = 30 * time.Second })
+	started, release := blocking(t, b.eng)
+	b.enqueue("block", msg{})
+	b.start()
+	d := <-started
+	res := make(chan error, 1)
+	go func() { res <- b.eng.Shutdown(b.ctx) }()
+	awaitInitiated(b.eng)
+	b.clk.Advance(28 * time.Second) // G = 30 − min(30/4, 2) = 28 s
+	<-d.Cancellation().Done()
+	wantReason(t, d, api.ReasonShutdownDeadline, t0.Add(28*time.Second))
+	close(release)
+	b.clk.Advance(2 * time.Second) // Hr
+	<-res
+	if rep := b.eng.ShutdownReport(); rep == nil || rep.Completion == shutdown.GracefulCompleted {
+		t.Fatalf("report %+v", rep)
+	}
+}
+
+func TestSD36_InterruptedShutdownIsNotedAtRecovery(t *testing.T) {
+	b := setup(t, nil)
+	started, release := blocking(t, b.eng)
+	b.enqueue("block", msg{})
+	b.start()
+	<-started
+	res := make(chan error, 1)
+	go func() { res <- b.eng.Shutdown(b.ctx) }()
+	awaitInitiated(b.eng)
+	for countKind(b.records(), record.KindShutdownInitiated) == 0 {
+		runtime.Gosched()
+	}
+	// The process dies mid-shutdown: reopen a crash image.
+	opts := b.opts
+	opts.FS = b.fs.CrashClone(vfs.CrashCloneCfg{})
+	close(release)
+	if err := <-res; err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	eng, err := api.Open(b.ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close(b.ctx)
+	var recs []journalRecord
+	it := api.JournalOf(eng).Scan(1, ^uint64(0))
+	for it.Next() {
+		recs = append(recs, it.Record())
+	}
+	it.Close()
+	st := foldRecords(t, recs)
+	if len(st.Runs) != 2 || st.Runs[0].Shutdown.Initiated == nil || st.Runs[0].Shutdown.Report != nil {
+		t.Fatalf("runs %+v", st.Runs)
+	}
+	last := recs[len(recs)-1]
+	dbg, ok := last.Body.(*record.Debug)
+	if !ok || dbg.Code != api.CodeShutdownInterrupted || dbg.Subject != st.Runs[0].RunID {
+		t.Fatalf("last record %+v, want the SD-36 debug record", last.Body)
+	}
+	if eng.Stats().Recovered != 1 {
+		t.Fatalf("stats %+v", eng.Stats())
+	}
+}
