@@ -153,22 +153,7 @@ func (r *Runner) Quarantined() int {
 // WaitQuarantine returns once nothing is quarantined, or ctx ends. Tests
 // call it after releasing a goroutine the engine abandoned.
 func (r *Runner) WaitQuarantine(ctx context.Context) error {
-	w := make(chan struct{})
-	err := r.Submit(ctx, func(m *Machine, now time.Time) (Decision, error) {
-		r.quarWait = append(r.quarWait, w)
-		return Decision{}, nil
-	})
-	if err != nil {
-		return err
-	}
-	select {
-	case <-w:
-		return nil
-	case <-r.loopDone:
-		return r.stoppedErr()
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return r.await(ctx, func(w chan struct{}) { r.quarWait = append(r.quarWait, w) })
 }
 
 func (r *Runner) checkQuarantine() {

@@ -291,10 +291,18 @@ func (r *Runner) Fatal() error {
 // has settled and every decided record is acknowledged, or ctx ends.
 // Closing admission records no cancellation reason (DL-19).
 func (r *Runner) Drain(ctx context.Context) error {
-	w := make(chan struct{})
-	err := r.Submit(ctx, func(m *Machine, now time.Time) (Decision, error) {
+	return r.await(ctx, func(w chan struct{}) {
 		r.dispatch = false
 		r.drainWait = append(r.drainWait, w)
+	})
+}
+
+// await registers a waiter on the loop with register and blocks until the
+// loop closes it, the loop ends or ctx ends.
+func (r *Runner) await(ctx context.Context, register func(w chan struct{})) error {
+	w := make(chan struct{})
+	err := r.Submit(ctx, func(m *Machine, now time.Time) (Decision, error) {
+		register(w)
 		return Decision{}, nil
 	})
 	if err != nil {
@@ -501,23 +509,10 @@ func (r *Runner) snapshot() {
 // decided record acknowledged. Quarantined goroutines (DL-26) do not
 // count. Tests and sim use it after moving a fake clock.
 func (r *Runner) WaitIdle(ctx context.Context) error {
-	w := make(chan struct{})
-	err := r.Submit(ctx, func(m *Machine, now time.Time) (Decision, error) {
+	return r.await(ctx, func(w chan struct{}) {
 		r.fire() // deadlines due at now, even if the timer's fire is still in flight
 		r.idleWait = append(r.idleWait, w)
-		return Decision{}, nil
 	})
-	if err != nil {
-		return err
-	}
-	select {
-	case <-w:
-		return nil
-	case <-r.loopDone:
-		return r.stoppedErr()
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // Sync returns once the loop has acted on every deadline due at the
