@@ -2,10 +2,10 @@
 // store (DESIGN.md §3, spec/reliability.md).
 //
 // It owns: the key layout (e/ records, s/ per-stream index, x/ snapshots,
-// t/ terminal index, m/ metadata); the single writer goroutine that
-// groups concurrent appends into one synced batch, assigns consecutive
-// seqs, stamps monotone times and chains each record to the previous one's
-// checksum; the read paths (Get, Scan, ScanStream, Index, Snapshots,
+// t/ terminal index, m/ metadata); the write path, which groups concurrent
+// appends into one synced batch, assigns consecutive seqs, stamps monotone
+// times and chains each record to the previous one's checksum, and commits
+// groups one at a time in seq order (writer.go says how); the read paths (Get, Scan, ScanStream, Index, Snapshots,
 // Wait), which serve acknowledged data only and check every byte they read
 // as hostile input; Checkpoint and Verify; and fail-stop: after a failed
 // commit, a Pebble fatal error or detected corruption, every call returns

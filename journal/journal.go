@@ -28,7 +28,7 @@ import (
 // the batch holding it was committed with pebble.Sync, and every read
 // serves acknowledged data only. Pebble makes a batch readable before its
 // WAL sync completes, so: scans and Get are capped at [Journal.LastSeq],
-// which advances only after the sync; and the writer holds visMu
+// which advances only after the sync; and whoever commits holds visMu
 // exclusively while it commits a batch that writes t/ or x/ keys (index
 // entries, snapshots), which Index, Snapshots and Verify read under visMu
 // shared. A reader therefore never sees an unsynced t/ or x/ value, at the
@@ -58,13 +58,19 @@ type Journal struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	reqs       chan *request // nil when read-only
+	// The write path (see writer.go); all nil when read-only.
+	slots      chan struct{} // one per pending append: the QueueDepth bound
+	work       chan struct{} // wakes the writer goroutine: a group is pending
+	idle       chan struct{} // the commit token: whoever takes it may commit
+	quit       chan struct{} // closed by Close
 	writerDone chan struct{}
-	w          writerState // owned by the writer goroutine
+	buildMu    sync.Mutex // guards w
+	w          writerState
 
 	visMu sync.RWMutex // see the type comment
 
-	// Acknowledged position; ackCh is closed and replaced on each commit.
+	// Acknowledged position; ackCh, made by the first Wait that blocks, is
+	// closed by the next commit.
 	lastSeq atomic.Uint64
 	lastAt  atomic.Int64
 	ackMu   sync.Mutex
@@ -81,7 +87,7 @@ type openIter interface{ release(err error) }
 type metrics struct {
 	groups, records, bytes, fsyncs      atomic.Uint64
 	diskSlow, backgroundErrs, loggedErr atomic.Uint64
-	taken                               atomic.Uint64 // requests the builder took from the queue
+	taken                               atomic.Uint64 // appends that joined a group
 }
 
 // Metrics are cumulative counters since Open.
@@ -93,13 +99,14 @@ type Metrics struct {
 	DiskSlow         uint64 // Pebble DiskSlow events
 	BackgroundErrors uint64 // Pebble BackgroundError events
 	LoggedErrors     uint64 // Pebble Logger.Errorf calls
-	QueueLen         int    // requests waiting for the writer now
+	QueueLen         int    // appends pending now (joined a group, not answered yet)
 }
 
-// fatalPanic is the sentinel the logger panics with from Fatalf. Only
-// journal-owned goroutines (the writer, and the one running Open or Close)
-// recover it; in Pebble's own goroutines nothing does, and the process
-// exits, as with Pebble's default logger (spec/reliability.md §2.3).
+// fatalPanic is the sentinel the logger panics with from Fatalf. Only the
+// journal's own frames recover it (guard, around every commit, Flush,
+// Checkpoint, Open and Close, whichever goroutine runs them); in Pebble's
+// own goroutines nothing does, and the process exits, as with Pebble's
+// default logger (spec/reliability.md §2.3).
 type fatalPanic struct{ msg string }
 
 var errFatal = errors.New("journal: pebble fatal error")
@@ -209,7 +216,6 @@ func Open(dir string, opts Options) (*Journal, error) {
 		dead:     make(chan struct{}),
 		closedCh: make(chan struct{}),
 		iters:    make(map[openIter]struct{}),
-		ackCh:    make(chan struct{}),
 	}
 	if err := j.checkDir(); err != nil {
 		return nil, err
@@ -259,7 +265,11 @@ func Open(dir string, opts Options) (*Journal, error) {
 		return nil, pebbleError("open "+dir, err)
 	}
 	if !o.ReadOnly {
-		j.reqs = make(chan *request, o.QueueDepth)
+		j.slots = make(chan struct{}, o.QueueDepth)
+		j.work = make(chan struct{}, 1)
+		j.idle = make(chan struct{}, 1)
+		j.idle <- struct{}{}
+		j.quit = make(chan struct{})
 		j.writerDone = make(chan struct{})
 		go j.run()
 	}
@@ -490,7 +500,7 @@ func (j *Journal) Metrics() Metrics {
 		DiskSlow:         j.m.diskSlow.Load(),
 		BackgroundErrors: j.m.backgroundErrs.Load(),
 		LoggedErrors:     j.m.loggedErr.Load(),
-		QueueLen:         len(j.reqs),
+		QueueLen:         len(j.slots),
 	}
 }
 
@@ -499,8 +509,10 @@ func (j *Journal) publish(seq uint64, at int64) {
 	j.ackMu.Lock()
 	j.lastAt.Store(at)
 	j.lastSeq.Store(seq)
-	close(j.ackCh)
-	j.ackCh = make(chan struct{})
+	if j.ackCh != nil {
+		close(j.ackCh)
+		j.ackCh = nil
+	}
 	j.ackMu.Unlock()
 }
 
@@ -511,7 +523,11 @@ func (j *Journal) publish(seq uint64, at int64) {
 func (j *Journal) Wait(ctx context.Context, after uint64) (uint64, error) {
 	for {
 		j.ackMu.Lock()
-		last, ch := j.lastSeq.Load(), j.ackCh
+		last := j.lastSeq.Load()
+		if j.ackCh == nil {
+			j.ackCh = make(chan struct{})
+		}
+		ch := j.ackCh
 		j.ackMu.Unlock()
 		if last > after {
 			return last, nil
@@ -531,8 +547,8 @@ func (j *Journal) Wait(ctx context.Context, after uint64) (uint64, error) {
 	}
 }
 
-// Close stops intake, lets the writer finish every queued request (each
-// completes or fails), releases open iterators and closes the store. It is
+// Close stops intake, lets every append that joined a group complete or
+// fail, releases open iterators and closes the store. It is
 // idempotent: later calls return the first result. After a fail-stop it
 // does not touch the store and returns an error wrapping [ErrFailStop].
 func (j *Journal) Close() error {
@@ -541,16 +557,14 @@ func (j *Journal) Close() error {
 }
 
 func (j *Journal) close() error {
-	j.closeMu.Lock()
+	j.closeMu.Lock() // waits for joins and writes in progress
 	j.closed = true
 	close(j.closedCh)
-	if j.reqs != nil {
-		// No appender is inside enqueue: they hold closeMu shared.
-		close(j.reqs)
-	}
 	j.closeMu.Unlock()
 	if j.writerDone != nil {
-		<-j.writerDone
+		close(j.quit)
+		<-j.writerDone // every append that joined a group is answered
+		<-j.idle       // and no appender commits its own group any more
 	}
 	j.closeMu.Lock()
 	defer j.closeMu.Unlock()

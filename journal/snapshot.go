@@ -72,8 +72,8 @@ func parseSnapEnvelope(seq uint64, val []byte, bytesMax int) (uint32, []byte, er
 }
 
 // WriteSnapshot stores state as the snapshot after record seq, which must
-// be acknowledged. It goes through the writer goroutine and is synced like
-// an append; a commit failure fail-stops. The caller is expected to have
+// be acknowledged. It is committed between groups and synced like an
+// append; a commit failure fail-stops. The caller is expected to have
 // verified state (e.g. by folding the tail again, spec §4.3). Errors wrap
 // [ErrNotFound] for an unacknowledged seq, [record.ErrTooLarge] for a state
 // over SnapshotBytesMax, [*CorruptError] if record seq fails its check.
@@ -92,10 +92,9 @@ func (j *Journal) WriteSnapshot(ctx context.Context, seq uint64, state []byte) e
 	if err != nil {
 		return err
 	}
-	r := getRequest(reqSnapshot)
-	r.key = appendSnapKey(nil, seq)
-	r.value = appendSnapEnvelope(make([]byte, 0, snapHeaderBytes+10+len(state)+4), seq, env.Sum, state)
-	return j.submit(ctx, r)
+	key := appendSnapKey(nil, seq)
+	val := appendSnapEnvelope(make([]byte, 0, snapHeaderBytes+10+len(state)+4), seq, env.Sum, state)
+	return j.commitOne(ctx, "write snapshot", func(b *pebble.Batch) { _ = b.Set(key, val, nil) })
 }
 
 // envelopeAt reads and checks the envelope of acknowledged record seq.
@@ -125,7 +124,7 @@ func (j *Journal) envelopeAt(seq uint64, op string) (record.Envelope, error) {
 }
 
 // DeleteSnapshotsBefore deletes every snapshot at a seq below seq, so that
-// snapshots stay bounded. Like WriteSnapshot it goes through the writer.
+// snapshots stay bounded. Like WriteSnapshot it commits between groups.
 func (j *Journal) DeleteSnapshotsBefore(ctx context.Context, seq uint64) error {
 	if j.opts.ReadOnly {
 		return fmt.Errorf("journal: delete snapshots: %w", ErrReadOnly)
@@ -133,10 +132,9 @@ func (j *Journal) DeleteSnapshotsBefore(ctx context.Context, seq uint64) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("journal: delete snapshots before seq %d: %w", seq, err)
 	}
-	r := getRequest(reqDeleteSnapshots)
-	r.key = appendSnapKey(nil, 0)
-	r.value = appendSnapKey(nil, seq)
-	return j.submit(ctx, r)
+	return j.commitOne(ctx, "delete snapshots", func(b *pebble.Batch) {
+		_ = b.DeleteRange(appendSnapKey(nil, 0), appendSnapKey(nil, seq), nil)
+	})
 }
 
 // DeleteSnapshot deletes the snapshot at seq, if any: the engine drops a
@@ -148,10 +146,9 @@ func (j *Journal) DeleteSnapshot(ctx context.Context, seq uint64) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("journal: delete snapshot at seq %d: %w", seq, err)
 	}
-	r := getRequest(reqDeleteSnapshots)
-	r.key = appendSnapKey(nil, seq)
-	r.value = appendSnapKey(nil, seq+1)
-	return j.submit(ctx, r)
+	return j.commitOne(ctx, "delete snapshot", func(b *pebble.Batch) {
+		_ = b.Delete(appendSnapKey(nil, seq), nil)
+	})
 }
 
 // Snapshot is one stored snapshot. Err is nil for a snapshot that passed

@@ -20,26 +20,30 @@ type IndexEntry struct {
 	Value []byte
 }
 
-type reqKind uint8
+// The write path (DESIGN.md §3, spec/reliability.md §2.2).
+//
+// Appenders validate and encode their records in their own goroutine
+// (record.Prepare), take one of QueueDepth slots, and join the group being
+// built: under buildMu they get consecutive seqs, the monotone At and the
+// prevSum chain, and their envelopes, s/ keys and index entries go straight
+// into the group's Pebble batch. A group is committed as one batch with
+// pebble.Sync by whoever holds the commit token (idle): usually the writer
+// goroutine, which takes the whole pending group the moment the previous
+// commit returns, so the next group fills while the current one syncs; or,
+// when nobody is committing, the appender itself, which saves a lone
+// appender two goroutine hand-offs. Taking the pending group and committing
+// it both happen under the token, so groups commit one at a time in seq
+// order: seq order is commit order (RL-1, RL-3), a group is never committed
+// before the one holding the seqs below it was acknowledged, and nothing
+// is answered before its group's sync returned. Snapshot writes and
+// checkpoints take the token too, so they run between groups.
 
-const (
-	reqAppend reqKind = iota
-	reqSnapshot
-	reqDeleteSnapshots
-	reqCheckpoint
-)
-
-// request is one unit of work for the writer goroutine. The caller fills
-// it, the writer sets first and err and signals done (buffered, so the
-// writer never blocks on a caller).
+// request is one append waiting for its group's commit. Whoever commits
+// sets first and err and signals done (buffered, so it never blocks).
 type request struct {
-	kind  reqKind
 	recs  []record.Prepared
 	index []IndexEntry
-	bytes int    // batch bytes this request adds
-	key   []byte // snapshot key, or the start of a delete range
-	value []byte // snapshot value, or the end of a delete range
-	dir   string // checkpoint destination
+	bytes int // envelope and index bytes, as GroupBytesMax counts them
 
 	first uint64
 	err   error
@@ -48,49 +52,39 @@ type request struct {
 
 var requestPool = sync.Pool{New: func() any { return &request{done: make(chan struct{}, 1)} }}
 
-func getRequest(kind reqKind) *request {
-	r := requestPool.Get().(*request)
-	r.kind = kind
-	return r
-}
-
 // putRequest recycles r. Only a caller that received r.done may call it:
 // afterwards the writer holds no reference.
 func putRequest(r *request) {
 	clear(r.recs)
 	r.recs = r.recs[:0]
-	r.index, r.key, r.value, r.dir, r.err, r.first, r.bytes = nil, nil, nil, "", nil, 0, 0
+	r.index, r.err, r.first, r.bytes = nil, nil, 0, 0
 	requestPool.Put(r)
 }
 
-// writerState belongs to the builder goroutine (and to Open before it
-// starts): the last record assigned to a group, which runs ahead of the
-// last acknowledged one by at most the group being committed.
+// writerState is guarded by Journal.buildMu: the last record assigned to a
+// group (which runs ahead of the last acknowledged one by at most the
+// groups being built and committed) and the group being built.
 type writerState struct {
 	lastSeq uint64
 	lastSum uint32
 	lastAt  int64
 	key     []byte
+	cur     *group        // the group being built, nil if none
+	taken   chan struct{} // closed when cur is taken for commit; nil until someone waits
 }
 
-// group is one batch on its way through the writer: built by the builder,
-// committed and answered by the committer. A group with special set
-// carries one non-append request instead.
+// group is one batch: its records, their callers and the commit outcome.
 type group struct {
 	b        *pebble.Batch
 	reqs     []*request
-	n, size  int // records, batch bytes budgeted
+	n, size  int // records, and bytes as GroupBytesMax counts them
 	hasIndex bool
 	lastSeq  uint64
 	at       int64
-	special  *request
+	err      error
 }
 
 var groupPool = sync.Pool{New: func() any { return &group{} }}
-
-// batchOverheadPerRecord bounds Pebble's per-entry batch framing (kind,
-// two uvarint lengths) plus the s/ key of a record.
-const batchOverheadPerRecord = 1 + 2*5 + len(prefixStream) + 1 + record.StreamIDBytesMax + 8 + 1 + 2*5
 
 // Append appends recs as one atomic append (RL-4) and returns their seqs,
 // which are consecutive. Each record is validated and encoded in the
@@ -99,17 +93,17 @@ const batchOverheadPerRecord = 1 + 2*5 + len(prefixStream) + 1 + record.StreamID
 // [record.ErrTooLarge]; an append larger than GroupRecordsMax or
 // GroupBytesMax is ErrTooLarge.
 //
-// If ctx ends while the call waits for queue space, Append returns ctx's
-// error and appends nothing. Once queued, the append cannot be withdrawn:
-// Append returns only after its group's sync (the seqs) or a fail-stop
+// If ctx ends while the call waits for a queue slot (QueueDepth appends
+// are pending) or for room in a group, Append returns ctx's error and
+// appends nothing. Once in a group, the append cannot be withdrawn: Append
+// returns only after its group's sync (the seqs) or a fail-stop
 // ([ErrFailStop], outcome unknown).
 func (j *Journal) Append(ctx context.Context, recs ...record.Record) ([]uint64, error) {
 	return j.AppendIndexed(ctx, nil, recs...)
 }
 
 // AppendIndexed is [Journal.Append] that also applies index entries in the
-// same batch as the records. Index values are not copied before the
-// append returns: do not modify them meanwhile.
+// same batch as the records.
 func (j *Journal) AppendIndexed(ctx context.Context, index []IndexEntry, recs ...record.Record) ([]uint64, error) {
 	if j.opts.ReadOnly {
 		return nil, fmt.Errorf("journal: append: %w", ErrReadOnly)
@@ -124,7 +118,7 @@ func (j *Journal) AppendIndexed(ctx context.Context, index []IndexEntry, recs ..
 		return nil, fmt.Errorf("journal: append: %w: %d records, GroupRecordsMax is %d",
 			record.ErrTooLarge, len(recs), j.opts.GroupRecordsMax)
 	}
-	r := getRequest(reqAppend)
+	r := requestPool.Get().(*request)
 	size := 0
 	for i, rec := range recs {
 		p, err := record.Prepare(rec, j.opts.RecordBytesMax)
@@ -133,7 +127,7 @@ func (j *Journal) AppendIndexed(ctx context.Context, index []IndexEntry, recs ..
 			return nil, fmt.Errorf("journal: append record %d of %d (stream %q): %w", i+1, len(recs), rec.Stream, err)
 		}
 		r.recs = append(r.recs, p)
-		size += record.LogKeyBytes + p.Size() + batchOverheadPerRecord
+		size += p.Size()
 	}
 	for i, e := range index {
 		if err := record.ValidateStream(e.ID); err != nil {
@@ -145,19 +139,36 @@ func (j *Journal) AppendIndexed(ctx context.Context, index []IndexEntry, recs ..
 			return nil, fmt.Errorf("journal: append index entry %q: %w: value is %d bytes, RecordBytesMax is %d",
 				e.ID, record.ErrTooLarge, len(e.Value), j.opts.RecordBytesMax)
 		}
-		size += len(prefixIndex) + 1 + len(e.ID) + len(e.Value) + 1 + 2*5
+		size += len(e.ID) + len(e.Value)
 	}
 	if size > j.opts.GroupBytesMax {
 		putRequest(r)
-		return nil, fmt.Errorf("journal: append of %d records: %w: %d batch bytes, GroupBytesMax is %d",
+		return nil, fmt.Errorf("journal: append of %d records: %w: %d bytes, GroupBytesMax is %d",
 			len(recs), record.ErrTooLarge, size, j.opts.GroupBytesMax)
 	}
 	r.index, r.bytes = index, size
-	if err := j.enqueue(ctx, r, "append"); err != nil {
+	if err := j.join(ctx, r); err != nil {
 		putRequest(r)
 		return nil, err
 	}
-	if err := j.await(r, "append"); err != nil {
+	// Commit now if nobody is committing; otherwise the writer takes
+	// the group as soon as its current commit returns.
+	select {
+	case <-j.idle:
+		j.commitPending()
+		j.idle <- struct{}{}
+		j.buildMu.Lock()
+		more := j.w.cur != nil // appenders who found the token taken
+		j.buildMu.Unlock()
+		if more {
+			j.signalWork()
+		}
+	default:
+		j.signalWork()
+	}
+	err := j.await(r)
+	<-j.slots
+	if err != nil {
 		return nil, err
 	}
 	seqs := make([]uint64, len(recs))
@@ -168,141 +179,94 @@ func (j *Journal) AppendIndexed(ctx context.Context, index []IndexEntry, recs ..
 	return seqs, nil
 }
 
-// enqueue hands r to the writer, waiting for queue space until ctx ends.
-func (j *Journal) enqueue(ctx context.Context, r *request, op string) error {
+// join takes a queue slot and adds r to the group being built, waiting
+// (until ctx ends) for a slot, or for the writer to take a full group.
+func (j *Journal) join(ctx context.Context, r *request) error {
 	j.closeMu.RLock()
-	defer j.closeMu.RUnlock()
+	defer j.closeMu.RUnlock() // Close waits for joins in progress
+	if err := j.writeBegin("append"); err != nil {
+		return err
+	}
+	select {
+	case j.slots <- struct{}{}:
+	default:
+		select {
+		case j.slots <- struct{}{}:
+		case <-ctx.Done():
+			return fmt.Errorf("journal: append: waiting for queue space (%d appends pending): %w", j.opts.QueueDepth, ctx.Err())
+		case <-j.dead:
+			return j.failStopError("append")
+		}
+	}
+	for {
+		j.buildMu.Lock()
+		if j.isDead() {
+			j.buildMu.Unlock()
+			<-j.slots
+			return j.failStopError("append")
+		}
+		g := j.w.cur
+		if g == nil {
+			g = j.newGroup()
+			j.w.cur = g
+		}
+		if g.n == 0 || (g.n+len(r.recs) <= j.opts.GroupRecordsMax && g.size+r.bytes <= j.opts.GroupBytesMax) {
+			j.addToGroup(g, r)
+			j.buildMu.Unlock()
+			j.m.taken.Add(1)
+			return nil
+		}
+		if j.w.taken == nil {
+			j.w.taken = make(chan struct{})
+		}
+		taken := j.w.taken
+		j.buildMu.Unlock()
+		j.signalWork()
+		select {
+		case <-taken:
+		case <-ctx.Done():
+			<-j.slots
+			return fmt.Errorf("journal: append: waiting for room in a group: %w", ctx.Err())
+		case <-j.dead:
+			<-j.slots
+			return j.failStopError("append")
+		}
+	}
+}
+
+// writeBegin checks that a write may start. The caller holds closeMu
+// shared.
+func (j *Journal) writeBegin(op string) error {
 	if j.closed {
 		return fmt.Errorf("journal: %s: %w", op, ErrClosed)
 	}
 	if j.isDead() {
 		return j.failStopError(op)
 	}
+	return nil
+}
+
+func (j *Journal) signalWork() {
 	select {
-	case j.reqs <- r:
-		return nil
+	case j.work <- struct{}{}:
 	default:
-	}
-	select {
-	case j.reqs <- r:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("journal: %s: waiting for queue space: %w", op, ctx.Err())
-	case <-j.dead:
-		return j.failStopError(op)
 	}
 }
 
-// await waits for the writer's answer to a queued request. On a fail-stop
-// it returns at once (the outcome is unknown either way) unless the answer
-// is already there; r is then abandoned, never recycled.
-func (j *Journal) await(r *request, op string) error {
+// await waits for the answer to a request in a group. On a fail-stop it
+// returns at once (the outcome is unknown either way) unless the answer is
+// already there; r is then abandoned, never recycled.
+func (j *Journal) await(r *request) error {
 	select {
 	case <-r.done:
 	case <-j.dead:
 		select {
 		case <-r.done:
 		default:
-			return j.failStopError(op)
+			return j.failStopError("append")
 		}
 	}
-	if r.err != nil {
-		err := r.err
-		putRequest(r)
-		return err
-	}
-	return nil
-}
-
-// run is the writer: a builder goroutine (this one) and a committer
-// goroutine, so that the next group is gathered and encoded while the
-// current one syncs. The builder takes requests in queue order, assigns
-// consecutive seqs, stamps At and chains prevSum as it adds each append to
-// the group it is building, and hands that group to the committer as soon
-// as the committer is free (up to GroupRecordsMax records and
-// GroupBytesMax bytes). The committer commits groups one at a time, in
-// order, each as one batch with pebble.Sync, and only then answers their
-// callers. Other requests (snapshots, checkpoints) pass between groups.
-// Seq order is therefore commit order (RL-1, RL-3), and a group is never
-// committed before the one holding the seqs below it was acknowledged.
-func (j *Journal) run() {
-	items := make(chan *group) // unbuffered: a send succeeds when the committer is free
-	committed := make(chan struct{})
-	go j.commitLoop(items, committed)
-	defer func() {
-		close(items)
-		<-committed
-		close(j.writerDone)
-	}()
-	var cur *group      // the group being built
-	var pending *request // taken from the queue but not in cur yet
-	reqs := j.reqs
-	for {
-		if pending != nil && cur == nil {
-			r := pending
-			pending = nil
-			if j.isDead() {
-				j.reply(r, j.failStopError(opName(r.kind)))
-				continue
-			}
-			if r.kind != reqAppend {
-				items <- &group{special: r}
-				continue
-			}
-			cur = j.newGroup()
-			j.addToGroup(cur, r)
-		}
-		if cur == nil {
-			if reqs == nil {
-				return
-			}
-			r, ok := <-reqs
-			if !ok {
-				return
-			}
-			j.m.taken.Add(1)
-			pending = r
-			continue
-		}
-		recv := reqs
-		if pending != nil || cur.n >= j.opts.GroupRecordsMax {
-			recv = nil // cur is closed to new requests: wait for the committer
-		}
-		select {
-		case items <- cur:
-			cur = nil
-		case r, ok := <-recv:
-			if ok {
-				j.m.taken.Add(1)
-			}
-			switch {
-			case !ok:
-				reqs = nil
-			case r.kind == reqAppend && cur.n+len(r.recs) <= j.opts.GroupRecordsMax && cur.size+r.bytes <= j.opts.GroupBytesMax:
-				j.addToGroup(cur, r)
-			default:
-				pending = r
-			}
-		}
-	}
-}
-
-func opName(k reqKind) string {
-	switch k {
-	case reqAppend:
-		return "append"
-	case reqSnapshot:
-		return "write snapshot"
-	case reqDeleteSnapshots:
-		return "delete snapshots"
-	default:
-		return "checkpoint"
-	}
-}
-
-func (j *Journal) reply(r *request, err error) {
-	r.err = err
-	r.done <- struct{}{}
+	return r.err
 }
 
 func (j *Journal) newGroup() *group {
@@ -316,13 +280,9 @@ func (j *Journal) newGroup() *group {
 }
 
 // addToGroup assigns seqs to r's records and writes them (e/ and s/ keys)
-// and r's index entries into g's batch.
+// and r's index entries into g's batch. The caller holds buildMu.
 func (j *Journal) addToGroup(g *group, r *request) {
 	w := &j.w
-	if j.isDead() {
-		j.reply(r, j.failStopError("append"))
-		return
-	}
 	seq, sum := w.lastSeq, w.lastSum
 	r.first = seq + 1
 	for i := range r.recs {
@@ -359,63 +319,119 @@ func (j *Journal) addToGroup(g *group, r *request) {
 	g.size += r.bytes
 }
 
-// commitLoop is the committer goroutine. A commit error fail-stops the
-// journal (RL-2): the group's callers and every later call get
-// ErrFailStop, the failed batch is never retried, and groups already built
-// behind it are answered without being committed.
-func (j *Journal) commitLoop(items <-chan *group, done chan<- struct{}) {
-	defer close(done)
-	for g := range items {
-		if g.special != nil {
-			if j.isDead() {
-				j.reply(g.special, j.failStopError(opName(g.special.kind)))
-			} else {
-				j.runOther(g.special)
-			}
-			continue
+// takePending detaches the group being built, if any.
+func (j *Journal) takePending() *group {
+	j.buildMu.Lock()
+	defer j.buildMu.Unlock()
+	g := j.w.cur
+	if g != nil {
+		j.w.cur = nil
+		if j.w.taken != nil {
+			close(j.w.taken)
+			j.w.taken = nil
 		}
-		if len(g.reqs) == 0 { // every request was refused while building
-			_ = g.b.Close()
-			j.putGroup(g)
-			continue
-		}
-		var err error
-		if j.isDead() {
-			err = j.failStopError("append")
-		} else {
-			batchBytes := g.b.Len()
-			if g.hasIndex {
-				j.visMu.Lock()
-			}
-			err = j.commitSync(g.b, "append")
-			if err == nil {
-				j.publish(g.lastSeq, g.at)
-			}
-			if g.hasIndex {
-				j.visMu.Unlock()
-			}
-			if err == nil {
-				_ = g.b.Close()
-				j.m.groups.Add(1)
-				j.m.records.Add(uint64(g.n))
-				j.m.bytes.Add(uint64(batchBytes))
-			}
-		}
-		j.answerGroup(g.reqs, err)
-		j.putGroup(g)
+	}
+	return g
+}
+
+// commitPending commits the group being built, if any, and answers its
+// callers. The caller holds the commit token.
+func (j *Journal) commitPending() {
+	if g := j.takePending(); g != nil {
+		j.commitGroup(g)
+		j.answer(g)
 	}
 }
 
-func (j *Journal) putGroup(g *group) {
+// run is the writer goroutine: whenever a group is pending it takes the
+// commit token and commits the group; a Close ends it after the last one.
+// A second goroutine answers the callers of its groups.
+func (j *Journal) run() {
+	answers := make(chan *group, 4)
+	answered := make(chan struct{})
+	go j.answerLoop(answers, answered)
+	defer func() {
+		close(answers)
+		<-answered
+		close(j.writerDone)
+	}()
+	for {
+		select {
+		case <-j.work:
+		case <-j.quit:
+			// Close admits no more appends; commit what joined before.
+			<-j.idle
+			for {
+				g := j.takePending()
+				if g == nil {
+					break
+				}
+				j.commitGroup(g)
+				j.answer(g)
+			}
+			j.idle <- struct{}{}
+			return
+		}
+		<-j.idle
+		g := j.takePending()
+		if g != nil {
+			j.commitGroup(g)
+		}
+		j.idle <- struct{}{}
+		if g != nil {
+			// Another goroutine answers the callers, so that the next
+			// group can start committing right away.
+			answers <- g
+		}
+	}
+}
+
+// answerLoop answers the callers of the groups the writer committed.
+func (j *Journal) answerLoop(answers <-chan *group, done chan<- struct{}) {
+	defer close(done)
+	for g := range answers {
+		j.answer(g)
+	}
+}
+
+// commitGroup commits g with pebble.Sync and sets g.err. The caller holds
+// the commit token. A commit error fail-stops the journal (RL-2): the
+// group's callers and every later call get ErrFailStop, and the failed
+// batch is never retried; groups built behind it are answered without
+// being committed.
+func (j *Journal) commitGroup(g *group) {
+	if j.isDead() {
+		g.err = j.failStopError("append")
+		return
+	}
+	batchBytes := g.b.Len()
+	if g.hasIndex {
+		j.visMu.Lock()
+	}
+	g.err = j.commitSync(g.b, "append")
+	if g.err == nil {
+		j.publish(g.lastSeq, g.at)
+	}
+	if g.hasIndex {
+		j.visMu.Unlock()
+	}
+	if g.err == nil {
+		_ = g.b.Close()
+		j.m.groups.Add(1)
+		j.m.records.Add(uint64(g.n))
+		j.m.bytes.Add(uint64(batchBytes))
+	}
+}
+
+// answer replies to every caller of g with g's outcome and recycles g.
+func (j *Journal) answer(g *group) {
+	for _, r := range g.reqs {
+		r.err = g.err
+		r.done <- struct{}{}
+	}
 	clear(g.reqs)
 	*g = group{reqs: g.reqs[:0]}
 	groupPool.Put(g)
-}
-
-func (j *Journal) answerGroup(g []*request, err error) {
-	for _, r := range g {
-		j.reply(r, err)
-	}
 }
 
 // commitSync commits b with pebble.Sync; any failure fail-stops. After a
@@ -434,72 +450,71 @@ func (j *Journal) commitSync(b *pebble.Batch, op string) error {
 	return nil
 }
 
-// runOther serves a non-append request between groups.
-func (j *Journal) runOther(r *request) {
-	switch r.kind {
-	case reqSnapshot, reqDeleteSnapshots:
+// exclusive runs f between groups: it takes the commit token (waiting
+// until ctx ends) so that no group commits meanwhile.
+func (j *Journal) exclusive(ctx context.Context, op string, f func() error) error {
+	j.closeMu.RLock()
+	defer j.closeMu.RUnlock()
+	if err := j.writeBegin(op); err != nil {
+		return err
+	}
+	select {
+	case <-j.idle:
+	case <-ctx.Done():
+		return fmt.Errorf("journal: %s: waiting for the writer: %w", op, ctx.Err())
+	case <-j.dead:
+		return j.failStopError(op)
+	}
+	defer func() { j.idle <- struct{}{} }()
+	if j.isDead() {
+		return j.failStopError(op)
+	}
+	return f()
+}
+
+// commitOne commits a batch holding one x/ key operation (a snapshot write
+// or delete) between groups.
+func (j *Journal) commitOne(ctx context.Context, op string, fill func(b *pebble.Batch)) error {
+	return j.exclusive(ctx, op, func() error {
 		b := j.db.NewBatch()
-		if r.kind == reqSnapshot {
-			_ = b.Set(r.key, r.value, nil)
-		} else {
-			_ = b.DeleteRange(r.key, r.value, nil)
-		}
+		fill(b)
 		size := b.Len()
 		j.visMu.Lock()
-		err := j.commitSync(b, opName(r.kind))
+		err := j.commitSync(b, op)
 		j.visMu.Unlock()
 		if err == nil {
 			_ = b.Close()
 			j.m.bytes.Add(uint64(size))
 		}
-		j.reply(r, err)
-	case reqCheckpoint:
-		err := guard(func() error { return j.db.Checkpoint(r.dir, pebble.WithFlushedWAL()) })
-		switch {
-		case errors.Is(err, errFatal):
-			err = j.failStopError("checkpoint")
-		case err != nil:
-			err = pebbleError("checkpoint to "+r.dir, err)
-		}
-		j.reply(r, err)
-	}
+		return err
+	})
 }
 
 // Checkpoint writes a consistent copy of the journal to dir (on the same
-// FS), which must not exist yet. It runs on the writer goroutine between
-// groups, so the copy holds exactly the records acknowledged so far; the
-// copy opens as a journal, read-only or read-write. On a read-only journal
-// it copies the store as opened.
+// FS), which must not exist yet. It runs between groups, so the copy holds
+// exactly the records acknowledged so far; the copy opens as a journal,
+// read-only or read-write. On a read-only journal it copies the store as
+// opened.
 func (j *Journal) Checkpoint(dir string) error {
+	run := func(opts ...pebble.CheckpointOption) error {
+		err := guard(func() error { return j.db.Checkpoint(dir, opts...) })
+		switch {
+		case errors.Is(err, errFatal):
+			return j.failStopError("checkpoint")
+		case err != nil:
+			return pebbleError("checkpoint to "+dir, err)
+		}
+		return nil
+	}
 	if j.opts.ReadOnly {
 		j.closeMu.RLock()
 		defer j.closeMu.RUnlock()
 		if err := j.readBegin("checkpoint"); err != nil {
 			return err
 		}
-		if err := guard(func() error { return j.db.Checkpoint(dir) }); err != nil {
-			if errors.Is(err, errFatal) {
-				return j.failStopError("checkpoint")
-			}
-			return pebbleError("checkpoint to "+dir, err)
-		}
-		return nil
+		return run()
 	}
-	r := getRequest(reqCheckpoint)
-	r.dir = dir
-	return j.submit(context.Background(), r)
-}
-
-// submit queues a non-append request and waits for its answer.
-func (j *Journal) submit(ctx context.Context, r *request) error {
-	op := opName(r.kind)
-	if err := j.enqueue(ctx, r, op); err != nil {
-		putRequest(r)
-		return err
-	}
-	if err := j.await(r, op); err != nil {
-		return err
-	}
-	putRequest(r)
-	return nil
+	return j.exclusive(context.Background(), "checkpoint", func() error {
+		return run(pebble.WithFlushedWAL())
+	})
 }

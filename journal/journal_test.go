@@ -1,0 +1,702 @@
+package journal
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	iofs "io/fs"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/quire-dev/quire/clock/clocktest"
+	"github.com/quire-dev/quire/journal/record"
+)
+
+func TestOpenFormatMajorVersion(t *testing.T) { // RL-5, spec §2.1
+	t.Parallel()
+	j := openJ(t, vfs.NewCrashableMem(), "db", Options{})
+	defer func() { _ = j.Close() }()
+	if v := j.db.FormatMajorVersion(); v < pebble.FormatWALSyncChunks {
+		t.Fatalf("FormatMajorVersion = %v, want >= FormatWALSyncChunks (%v)", v, pebble.FormatWALSyncChunks)
+	}
+	if j.EngineID() == "" {
+		t.Fatal("no engine id")
+	}
+}
+
+func TestOptionsValidation(t *testing.T) {
+	t.Parallel()
+	clk := clocktest.New(epoch)
+	cases := []struct {
+		field string
+		opts  Options
+	}{
+		{"Clock", Options{}},
+		{"RecordBytesMax", Options{Clock: clk, RecordBytesMax: 10}},
+		{"RecordBytesMax", Options{Clock: clk, RecordBytesMax: -1}},
+		{"GroupRecordsMax", Options{Clock: clk, GroupRecordsMax: -5}},
+		{"GroupBytesMax", Options{Clock: clk, RecordBytesMax: 2 << 20, GroupBytesMax: 1 << 20}},
+		{"QueueDepth", Options{Clock: clk, QueueDepth: 1 << 30}},
+		{"SnapshotBytesMax", Options{Clock: clk, SnapshotBytesMax: 1}},
+		{"EngineID", Options{Clock: clk, EngineID: strings.Repeat("x", 128)}},
+	}
+	for _, c := range cases {
+		c.opts.FS = vfs.NewMem()
+		_, err := Open("db", c.opts)
+		var oe *OptionError
+		if !errors.As(err, &oe) || oe.Field != c.field || !strings.Contains(err.Error(), c.field) {
+			t.Errorf("%+v: err %v, want an *OptionError naming %s", c.opts, err, c.field)
+		}
+	}
+}
+
+func TestOpenNotJournal(t *testing.T) {
+	t.Parallel()
+	clk := clocktest.New(epoch)
+	t.Run("other files", func(t *testing.T) {
+		fs := vfs.NewMem()
+		_ = fs.MkdirAll("db", 0o755)
+		f, _ := fs.Create("db/notes.txt", vfs.WriteCategoryUnspecified)
+		_ = f.Close()
+		_, err := Open("db", Options{FS: fs, Clock: clk})
+		if !errors.Is(err, ErrNotJournal) || !strings.Contains(err.Error(), "db") {
+			t.Fatalf("err %v, want ErrNotJournal naming db", err)
+		}
+	})
+	t.Run("pebble store without metadata", func(t *testing.T) {
+		fs := vfs.NewMem()
+		db, err := pebble.Open("db", &pebble.Options{FS: fs, Logger: quietLogger{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = db.Set([]byte("foo"), []byte("bar"), pebble.Sync)
+		_ = db.Close()
+		for _, ro := range []bool{false, true} {
+			_, err = Open("db", Options{FS: fs, Clock: clk, ReadOnly: ro})
+			if !errors.Is(err, ErrNotJournal) || !strings.Contains(err.Error(), "db") {
+				t.Fatalf("read-only %v: err %v, want ErrNotJournal naming db", ro, err)
+			}
+		}
+	})
+	t.Run("read-only missing dir", func(t *testing.T) {
+		_, err := Open("nope", Options{FS: vfs.NewMem(), Clock: clk, ReadOnly: true})
+		var pe *iofs.PathError
+		if !errors.Is(err, iofs.ErrNotExist) || !errors.As(err, &pe) || pe.Path != "nope" {
+			t.Fatalf("err %v, want a *fs.PathError for nope wrapping fs.ErrNotExist", err)
+		}
+	})
+	t.Run("read-only empty dir", func(t *testing.T) {
+		fs := vfs.NewMem()
+		_ = fs.MkdirAll("db", 0o755)
+		if _, err := Open("db", Options{FS: fs, Clock: clk, ReadOnly: true}); !errors.Is(err, ErrNotJournal) {
+			t.Fatalf("err %v, want ErrNotJournal", err)
+		}
+	})
+}
+
+// rawEdit opens the store under dir as a plain Pebble DB for f.
+func rawEdit(t testing.TB, fs vfs.FS, dir string, f func(db *pebble.DB)) {
+	t.Helper()
+	db, err := pebble.Open(dir, &pebble.Options{FS: fs, FormatMajorVersion: pebble.FormatNewest, Logger: quietLogger{}})
+	if err != nil {
+		t.Fatalf("raw open: %v", err)
+	}
+	f(db)
+	if err := db.Close(); err != nil {
+		t.Fatalf("raw close: %v", err)
+	}
+}
+
+type quietLogger struct{}
+
+func (quietLogger) Infof(string, ...any)  {}
+func (quietLogger) Errorf(string, ...any) {}
+func (quietLogger) Fatalf(format string, args ...any) {
+	panic(fmt.Sprintf(format, args...))
+}
+
+func rawGet(t testing.TB, db *pebble.DB, key []byte) []byte {
+	t.Helper()
+	v, c, err := db.Get(key)
+	if err != nil {
+		t.Fatalf("raw get %q: %v", key, err)
+	}
+	defer func() { _ = c.Close() }()
+	return bytes.Clone(v)
+}
+
+func TestOpenNewerFormat(t *testing.T) {
+	t.Parallel()
+	fs := vfs.NewMem()
+	j := openJ(t, fs, "db", Options{})
+	mustAppend(t, j, debugRec("wf_a", "x"))
+	_ = j.Close()
+	rawEdit(t, fs, "db", func(db *pebble.DB) {
+		_ = db.Set([]byte(metaFormat), []byte{0, 0, 0, 0, 0, 0, 0, 7}, pebble.Sync)
+	})
+	for _, ro := range []bool{false, true} {
+		_, err := Open("db", Options{FS: fs, Clock: clocktest.New(epoch), ReadOnly: ro})
+		if !errors.Is(err, record.ErrNewerVersion) || !strings.Contains(err.Error(), "version 7") {
+			t.Fatalf("read-only %v: err %v, want ErrNewerVersion naming version 7", ro, err)
+		}
+	}
+}
+
+func TestAppendBadInput(t *testing.T) { // RL-4
+	t.Parallel()
+	j := openJ(t, vfs.NewMem(), "db", Options{RecordBytesMax: 1 << 10})
+	defer func() { _ = j.Close() }()
+	ctx := context.Background()
+
+	// An oversized record fails only its own append, even when neighbours
+	// share its group.
+	var wg sync.WaitGroup
+	errs := make([]error, 16)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if i == 7 {
+				_, errs[i] = j.Append(ctx, debugRec("wf_ok", "first"), debugRec("wf_big", strings.Repeat("x", 2000)))
+				return
+			}
+			_, errs[i] = j.Append(ctx, debugRec("wf_ok", fmt.Sprint(i)))
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if i == 7 {
+			if !errors.Is(err, record.ErrTooLarge) || !strings.Contains(err.Error(), "record 2 of 2") || !strings.Contains(err.Error(), "wf_big") {
+				t.Fatalf("oversized: %v, want ErrTooLarge naming record 2 of 2 and wf_big", err)
+			}
+		} else if err != nil {
+			t.Fatalf("neighbour %d: %v", i, err)
+		}
+	}
+	if j.LastSeq() != 15 {
+		t.Fatalf("LastSeq %d, want 15: the bad append must add nothing", j.LastSeq())
+	}
+
+	_, err := j.Append(ctx, debugRec(strings.Repeat("s", 128), "x"))
+	if !errors.Is(err, record.ErrInvalid) || !strings.Contains(err.Error(), "128 bytes") {
+		t.Fatalf("long stream id: %v, want ErrInvalid naming the length", err)
+	}
+	if _, err := j.Append(ctx); !errors.Is(err, record.ErrInvalid) {
+		t.Fatalf("no records: %v", err)
+	}
+	if _, err := j.AppendIndexed(ctx, []IndexEntry{{ID: "", Value: []byte("x")}}, debugRec("wf_a", "x")); !errors.Is(err, record.ErrInvalid) {
+		t.Fatalf("empty index id: %v", err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := j.Append(cctx, debugRec("wf_a", "x")); !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "wf_a") {
+		t.Fatalf("cancelled ctx: %v, want context.Canceled naming the stream", err)
+	}
+	if j.LastSeq() != 15 {
+		t.Fatalf("LastSeq %d after refused appends, want 15", j.LastSeq())
+	}
+}
+
+// holdSync makes the next WAL sync on g block until release is called. It
+// returns a channel closed when a sync is held.
+func holdSync(g *gateFS) (held <-chan struct{}, release func()) {
+	h := make(chan struct{})
+	r := make(chan struct{})
+	var once sync.Once
+	hook := func(path string) {
+		if !strings.HasSuffix(path, ".log") {
+			return
+		}
+		once.Do(func() {
+			close(h)
+			<-r
+		})
+	}
+	g.syncHook.Store(&hook)
+	var rel sync.Once
+	return h, func() { rel.Do(func() { close(r); g.syncHook.Store(nil) }) }
+}
+
+// queuedCtx is a context that is live when Append starts and cancelled
+// once Append waits (for queue space or room in a group): its first Err
+// is nil, its Done is closed.
+type queuedCtx struct {
+	context.Context
+	calls atomic.Int32
+	done  chan struct{}
+}
+
+func (c *queuedCtx) Done() <-chan struct{} { return c.done }
+
+func (c *queuedCtx) Err() error {
+	if c.calls.Add(1) == 1 {
+		return nil
+	}
+	return context.Canceled
+}
+
+func TestAppendCancelledWhileWaiting(t *testing.T) {
+	t.Parallel()
+	t.Run("queue space", func(t *testing.T) {
+		g := newGateFS()
+		j := openJ(t, g, "db", Options{QueueDepth: 1})
+		defer func() { _ = j.Close() }()
+		held, release := holdSync(g)
+		defer release()
+		first := make(chan error, 1)
+		go func() { _, err := j.Append(context.Background(), debugRec("wf_a", "1")); first <- err }()
+		<-held // "1" holds the only queue slot until its sync returns
+		ctx := &queuedCtx{Context: context.Background(), done: make(chan struct{})}
+		close(ctx.done)
+		if _, err := j.Append(ctx, debugRec("wf_a", "2")); !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "queue space") {
+			t.Fatalf("append cancelled while waiting for queue space: %v", err)
+		}
+		release()
+		if err := <-first; err != nil {
+			t.Fatal(err)
+		}
+		if recs := scanAll(t, j); len(recs) != 1 || msgOf(t, recs[0]) != "1" {
+			t.Fatalf("log holds %d records, want only the uncancelled append", len(recs))
+		}
+	})
+	t.Run("room in a group", func(t *testing.T) {
+		g := newGateFS()
+		j := openJ(t, g, "db", Options{GroupRecordsMax: 1})
+		defer func() { _ = j.Close() }()
+		held, release := holdSync(g)
+		defer release()
+		first := make(chan error, 2)
+		appendMsg := func(msg string) {
+			go func() { _, err := j.Append(context.Background(), debugRec("wf_a", msg)); first <- err }()
+		}
+		appendMsg("1")
+		<-held // "1" is in its sync
+		appendMsg("2")
+		for j.m.taken.Load() < 2 { // "2" fills the next group
+			runtime.Gosched()
+		}
+		ctx := &queuedCtx{Context: context.Background(), done: make(chan struct{})}
+		close(ctx.done)
+		if _, err := j.Append(ctx, debugRec("wf_a", "3")); !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "room in a group") {
+			t.Fatalf("append cancelled while waiting for room in a group: %v", err)
+		}
+		release()
+		for range 2 {
+			if err := <-first; err != nil {
+				t.Fatal(err)
+			}
+		}
+		recs := scanAll(t, j)
+		if len(recs) != 2 || msgOf(t, recs[0]) != "1" || msgOf(t, recs[1]) != "2" {
+			t.Fatalf("log holds %d records, want the two uncancelled appends", len(recs))
+		}
+	})
+}
+
+func TestGroupCommit(t *testing.T) { // RL-1, RL-3
+	t.Parallel()
+	g := newGateFS()
+	clk := clocktest.New(epoch)
+	j := openJ(t, g, "db", Options{Clock: clk})
+	defer func() { _ = j.Close() }()
+	held, release := holdSync(g)
+	defer release()
+	res := make(chan []uint64, 33)
+	go func() { res <- mustAppend(t, j, debugRec("wf_first", "first")) }()
+	<-held
+	// 32 appends queue up behind the held sync and then commit as one group.
+	var wg sync.WaitGroup
+	for i := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			recs := make([]record.Record, 1+i%3)
+			for k := range recs {
+				recs[k] = debugRec(fmt.Sprintf("wf_%d", i), fmt.Sprintf("%d.%d", i, k))
+			}
+			res <- mustAppend(t, j, recs...)
+		}()
+	}
+	for j.m.taken.Load() < 33 { // all 32 joined the group being built
+		runtime.Gosched()
+	}
+	groups := j.Metrics().Groups
+	release()
+	wg.Wait()
+	close(res)
+	seen := map[uint64]bool{}
+	for seqs := range res {
+		for i, s := range seqs {
+			if seen[s] || (i > 0 && s != seqs[i-1]+1) {
+				t.Fatalf("seqs %v: duplicate or not consecutive", seqs)
+			}
+			seen[s] = true
+		}
+	}
+	m := j.Metrics()
+	if len(seen) != int(j.LastSeq()) || m.Records != j.LastSeq() {
+		t.Fatalf("%d seqs, LastSeq %d, metric %d", len(seen), j.LastSeq(), m.Records)
+	}
+	if m.Groups-groups != 2 { // the held one, then one for the 32
+		t.Fatalf("%d groups after the held one, want 2", m.Groups-groups)
+	}
+	recs := scanAll(t, j) // checks continuity, the chain and s/ entries
+	for i, r := range recs {
+		if r.Seq != uint64(i+1) {
+			t.Fatalf("record %d has seq %d", i, r.Seq)
+		}
+	}
+	if rep, err := j.Verify(); err != nil || rep.Records != len(recs) || rep.Streams != 33 {
+		t.Fatalf("Verify: %+v, %v", rep, err)
+	}
+}
+
+func TestAtMonotone(t *testing.T) { // RL-9
+	t.Parallel()
+	clk := clocktest.New(epoch)
+	j := openJ(t, vfs.NewMem(), "db", Options{Clock: clk})
+	defer func() { _ = j.Close() }()
+	mustAppend(t, j, debugRec("wf_a", "1"))
+	clk.Set(epoch.Add(-time.Hour)) // the clock steps back
+	mustAppend(t, j, debugRec("wf_a", "2"))
+	clk.Set(epoch.Add(time.Hour))
+	mustAppend(t, j, debugRec("wf_a", "3"))
+	recs := scanAll(t, j)
+	want := []int64{epoch.UnixNano(), epoch.UnixNano(), epoch.Add(time.Hour).UnixNano()}
+	for i, r := range recs {
+		if r.At != want[i] {
+			t.Fatalf("seq %d at %d, want %d", r.Seq, r.At, want[i])
+		}
+	}
+	if j.LastAt() != want[2] {
+		t.Fatalf("LastAt %d", j.LastAt())
+	}
+}
+
+func TestWait(t *testing.T) {
+	t.Parallel()
+	j := openJ(t, vfs.NewMem(), "db", Options{})
+	got := make(chan uint64, 1)
+	go func() {
+		s, err := j.Wait(context.Background(), 0)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- s
+	}()
+	mustAppend(t, j, debugRec("wf_a", "1"))
+	if s := <-got; s != 1 {
+		t.Fatalf("Wait returned %d, want 1", s)
+	}
+	if s, err := j.Wait(context.Background(), 0); s != 1 || err != nil {
+		t.Fatalf("Wait with data already there: %d, %v", s, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := j.Wait(ctx, 1); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait with a cancelled ctx: %v", err)
+	}
+	closed := make(chan error, 1)
+	go func() { _, err := j.Wait(context.Background(), 1); closed <- err }()
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-closed; !errors.Is(err, ErrClosed) {
+		t.Fatalf("Wait across Close: %v, want ErrClosed", err)
+	}
+}
+
+// TestReadsOnlyAcknowledged holds a group's WAL sync while its batch is
+// already readable in Pebble and checks that no read API serves it (RL-1).
+func TestReadsOnlyAcknowledged(t *testing.T) { // RL-1
+	t.Parallel()
+	g := newGateFS()
+	j := openJ(t, g, "db", Options{})
+	defer func() { _ = j.Close() }()
+	mustAppend(t, j, debugRec("wf_a", "1"))
+	held, release := holdSync(g)
+	defer release()
+	done := make(chan []uint64, 1)
+	go func() {
+		seqs, err := j.AppendIndexed(context.Background(), []IndexEntry{{ID: "wf_a", Value: []byte("done")}}, debugRec("wf_a", "2"))
+		if err != nil {
+			t.Error(err)
+		}
+		done <- seqs
+	}()
+	<-held
+	for { // Pebble serves the batch before its sync completes.
+		if _, c, err := j.db.Get(record.LogKey(2)); err == nil {
+			_ = c.Close()
+			break
+		}
+		runtime.Gosched()
+	}
+	idx := make(chan string, 1)
+	go func() {
+		v, ok, err := j.Index("wf_a")
+		if err != nil {
+			t.Error(err)
+		}
+		idx <- fmt.Sprintf("%s %v", v, ok)
+	}()
+	if j.LastSeq() != 1 {
+		t.Fatalf("LastSeq %d before the sync", j.LastSeq())
+	}
+	if _, err := j.Get(2); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Get(2) before the sync: %v, want ErrNotFound", err)
+	}
+	if recs := scanAll(t, j); len(recs) != 1 {
+		t.Fatalf("Scan served %d records before the sync", len(recs))
+	}
+	it := j.ScanStream("wf_a", 0)
+	n := 0
+	for it.Next() {
+		n++
+	}
+	if err := it.Close(); err != nil || n != 1 {
+		t.Fatalf("ScanStream served %d records before the sync (%v)", n, err)
+	}
+	select {
+	case v := <-idx:
+		t.Fatalf("Index returned %q while its value's sync was in flight", v)
+	default:
+	}
+	release()
+	if seqs := <-done; len(seqs) != 1 || seqs[0] != 2 {
+		t.Fatalf("seqs %v", seqs)
+	}
+	if v := <-idx; v != "done true" {
+		t.Fatalf("Index after the sync: %q", v)
+	}
+	if r, err := j.Get(2); err != nil || msgOf(t, r) != "2" {
+		t.Fatalf("Get(2): %v %v", r, err)
+	}
+}
+
+func TestIndex(t *testing.T) {
+	t.Parallel()
+	j := openJ(t, vfs.NewMem(), "db", Options{})
+	defer func() { _ = j.Close() }()
+	ctx := context.Background()
+	if _, ok, err := j.Index("job_1"); ok || err != nil {
+		t.Fatalf("empty index: %v %v", ok, err)
+	}
+	if _, err := j.AppendIndexed(ctx, []IndexEntry{{ID: "job_1", Value: []byte("succeeded")}}, debugRec("job_1", "x")); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok, err := j.Index("job_1"); !ok || err != nil || string(v) != "succeeded" {
+		t.Fatalf("Index: %q %v %v", v, ok, err)
+	}
+	if _, err := j.AppendIndexed(ctx, []IndexEntry{{ID: "job_1"}}, debugRec("job_1", "y")); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := j.Index("job_1"); ok || err != nil {
+		t.Fatalf("deleted entry: %v %v", ok, err)
+	}
+}
+
+func TestScanRanges(t *testing.T) {
+	t.Parallel()
+	j := openJ(t, vfs.NewMem(), "db", Options{})
+	defer func() { _ = j.Close() }()
+	for i := range 20 {
+		mustAppend(t, j, debugRec(fmt.Sprintf("wf_%d", i%3), fmt.Sprint(i+1)))
+	}
+	it := j.Scan(5, 9)
+	var got []uint64
+	for it.Next() {
+		got = append(got, it.Record().Seq)
+		if it.Envelope().Seq != it.Record().Seq {
+			t.Fatal("envelope and record disagree")
+		}
+	}
+	if err := it.Close(); err != nil || len(got) != 5 || got[0] != 5 || got[4] != 9 {
+		t.Fatalf("Scan(5, 9): %v, %v", got, err)
+	}
+	it = j.ScanStream("wf_1", 5)
+	got = got[:0]
+	for it.Next() {
+		if it.Record().Stream != "wf_1" {
+			t.Fatal("foreign stream")
+		}
+		got = append(got, it.Record().Seq)
+	}
+	if err := it.Close(); err != nil || len(got) != 6 || got[0] != 5 || got[5] != 20 {
+		t.Fatalf("ScanStream(wf_1, 5): %v, %v", got, err)
+	}
+	if it := j.Scan(21, 100); it.Next() || it.Err() != nil {
+		t.Fatal("Scan past the end yielded something")
+	}
+	if _, err := j.Get(21); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Get(21): %v", err)
+	}
+	if r, err := j.Get(20); err != nil || msgOf(t, r) != "20" {
+		t.Fatalf("Get(20): %v %v", r, err)
+	}
+	// An iterator left open is released by Close.
+	open := j.Scan(1, 20)
+	open.Next()
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if open.Next() || !errors.Is(open.Err(), ErrClosed) {
+		t.Fatalf("iterator after Close: %v", open.Err())
+	}
+	_ = open.Close()
+	if _, err := j.Get(1); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Get after Close: %v", err)
+	}
+	if _, err := j.Append(context.Background(), debugRec("wf_a", "x")); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Append after Close: %v", err)
+	}
+}
+
+func TestCloseDrains(t *testing.T) {
+	t.Parallel()
+	fs := vfs.NewMem()
+	j := openJ(t, fs, "db", Options{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	acked := map[uint64]string{}
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; ; n++ {
+				msg := fmt.Sprintf("%d.%d", i, n)
+				seqs, err := j.Append(context.Background(), debugRec("wf_a", msg))
+				if errors.Is(err, ErrClosed) {
+					return
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				acked[seqs[0]] = msg
+				mu.Unlock()
+			}
+		}()
+	}
+	if _, err := j.Wait(context.Background(), 50); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if err := j.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	j = openJ(t, fs, "db", Options{})
+	defer func() { _ = j.Close() }()
+	recs := scanAll(t, j)
+	for seq, msg := range acked {
+		if seq > uint64(len(recs)) || msgOf(t, recs[seq-1]) != msg {
+			t.Fatalf("acknowledged seq %d lost across Close", seq)
+		}
+	}
+}
+
+func TestCheckpoint(t *testing.T) {
+	t.Parallel()
+	fs := vfs.NewMem()
+	j := openJ(t, fs, "db", Options{})
+	for i := range 30 {
+		mustAppend(t, j, debugRec(fmt.Sprintf("wf_%d", i%4), fmt.Sprint(i)))
+	}
+	if err := j.Checkpoint("ckpt"); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Checkpoint("ckpt"); err == nil {
+		t.Fatal("checkpoint over an existing dir succeeded")
+	}
+	mustAppend(t, j, debugRec("wf_x", "after"))
+	id := j.EngineID()
+	_ = j.Close()
+	for _, ro := range []bool{true, false} {
+		c := openJ(t, fs, "ckpt", Options{ReadOnly: ro})
+		if rep, err := c.Verify(); err != nil || rep.Records != 30 || c.LastSeq() != 30 || c.EngineID() != id {
+			t.Fatalf("read-only %v: checkpoint %+v, %v, LastSeq %d", ro, rep, err, c.LastSeq())
+		}
+		if ro {
+			if _, err := c.Append(context.Background(), debugRec("wf_a", "x")); !errors.Is(err, ErrReadOnly) {
+				t.Fatalf("append to read-only: %v", err)
+			}
+		} else {
+			mustAppend(t, c, debugRec("wf_a", "x"))
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestSnapshots(t *testing.T) { // spec §4.3
+	t.Parallel()
+	fs := vfs.NewMem()
+	ctx := context.Background()
+	j := openJ(t, fs, "db", Options{})
+	for i := range 12 {
+		mustAppend(t, j, debugRec("wf_a", fmt.Sprint(i)))
+	}
+	for _, s := range []uint64{3, 6, 10} {
+		if err := j.WriteSnapshot(ctx, s, []byte(fmt.Sprintf("state@%d", s))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := j.WriteSnapshot(ctx, 13, []byte("x")); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("snapshot past LastSeq: %v", err)
+	}
+	if err := j.DeleteSnapshotsBefore(ctx, 6); err != nil {
+		t.Fatal(err)
+	}
+	_ = j.Close()
+	rawEdit(t, fs, "db", func(db *pebble.DB) {
+		k := appendSnapKey(nil, 10)
+		v := rawGet(t, db, k)
+		v[len(v)-6] ^= 1
+		_ = db.Set(k, v, pebble.Sync)
+	})
+	j = openJ(t, fs, "db", Options{})
+	defer func() { _ = j.Close() }()
+	it := j.Snapshots()
+	var got []string
+	for it.Next() {
+		s := it.Snapshot()
+		if s.Err != nil {
+			var ce *CorruptError
+			if !errors.Is(s.Err, ErrCorrupt) || !errors.As(s.Err, &ce) || ce.Seq != 10 {
+				t.Fatalf("bad snapshot error %v", s.Err)
+			}
+			got = append(got, fmt.Sprintf("%d:ignored", s.Seq))
+			continue
+		}
+		got = append(got, fmt.Sprintf("%d:%s", s.Seq, s.State))
+	}
+	if err := it.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if want := "10:ignored 6:state@6"; strings.Join(got, " ") != want {
+		t.Fatalf("snapshots %q, want %q", got, want)
+	}
+	rep, err := j.Verify()
+	if !errors.Is(err, ErrCorrupt) || rep.Snapshots != 1 || len(rep.Problems) != 1 || rep.Problems[0].Seq != 10 {
+		t.Fatalf("Verify: %+v, %v", rep, err)
+	}
+	if err := j.DeleteSnapshot(ctx, 10); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := j.Verify(); err != nil || rep.Snapshots != 1 {
+		t.Fatalf("Verify after deleting the bad snapshot: %+v, %v", rep, err)
+	}
+}
