@@ -97,10 +97,12 @@ type Engine struct {
 	// (an already-ended ctx before any initiation).
 	crashed bool
 
-	coord      *shutdown.Coordinator
-	counts     settleCounts
-	initiated  atomic.Bool // the engine installed a shutdown root
-	finishOnce sync.Once
+	coord       *shutdown.Coordinator
+	counts      settleCounts
+	initiated   atomic.Bool // the engine installed a shutdown root
+	started     chan struct{}
+	startedOnce sync.Once
+	finishOnce  sync.Once
 }
 
 // Open opens (or creates) the journal in opts.Dir, replays it from the
@@ -139,7 +141,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("quire: open journal %s: %w", opts.Dir, err)
 	}
-	e := &Engine{opts: opts, clk: clk, j: j, closed: make(chan struct{}), lifecycle: Recovering,
+	e := &Engine{opts: opts, clk: clk, j: j, closed: make(chan struct{}), started: make(chan struct{}), lifecycle: Recovering,
 		handlers: make(map[string]*handlerEntry), workflows: make(map[string]*scheduler.WorkflowDef),
 		deadlineHandlers: make(map[string]*deadlineEntry)}
 	st, err := e.load()
@@ -446,11 +448,14 @@ func (e *Engine) startOnce(ctx context.Context) error {
 // matching ErrFailStop if the engine failed: the process should then exit
 // and restart, which replays the journal.
 func (e *Engine) Run(ctx context.Context) error {
-	if err := e.Start(ctx); err != nil {
-		return err
-	}
+	// The listener is installed before any work starts, so a signal that
+	// arrives once work runs is always the engine's to handle (SD-20).
 	sig := make(chan os.Signal, 4)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM, syscall.SIGQUIT)
+	if err := e.Start(ctx); err != nil {
+		signal.Stop(sig)
+		return err
+	}
 	monDone := make(chan struct{})
 	go func() {
 		defer close(monDone)

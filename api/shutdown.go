@@ -111,7 +111,13 @@ func (s shutdownEngine) InstallRoot(root deadlines.Root) {
 	s.e.counts.mark()
 	_ = s.e.r.InstallRoot(context.Background(), root)
 	s.e.initiated.Store(true)
+	s.e.startedOnce.Do(func() { close(s.e.started) })
 }
+
+// ShutdownStarted returns a channel closed once a shutdown was initiated
+// and admission is closed (SD-12): a process can report itself not ready
+// from then on.
+func (e *Engine) ShutdownStarted() <-chan struct{} { return e.started }
 
 func (s shutdownEngine) CloseAdmission() int {
 	e := s.e
