@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"fmt"
+	"math"
+	"reflect"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/vmihailenco/msgpack/v5"
 
@@ -49,11 +53,27 @@ type jobList []Job
 
 type runList []Run
 
+// snapshotOut is snapshot as Encode writes it: the same fields, tags and
+// order, so the same bytes, with the jobs referenced rather than copied.
+type snapshotOut struct {
+	Version            int          `msgpack:"v"`
+	LastSeq            uint64       `msgpack:"last_seq"`
+	Completed          int64        `msgpack:"completed"`
+	Paused             []string     `msgpack:"paused"`
+	Jobs               jobPtrList   `msgpack:"jobs"`
+	Runs               runList      `msgpack:"runs"`
+	Unique             []uniqueHold `msgpack:"unique"`
+	Workflows          workflowList `msgpack:"workflows"`
+	Expiries           expiryList   `msgpack:"expiries"`
+	WorkflowsCompleted int64        `msgpack:"workflows_completed"`
+	WorkflowsCancelled int64        `msgpack:"workflows_cancelled"`
+}
+
 // Encode returns the canonical encoding of s: the same state always gives
 // the same bytes (sorted ids, no map order), so it doubles as the input of
 // [Digest].
 func Encode(s *State) ([]byte, error) {
-	snap := snapshot{
+	snap := snapshotOut{
 		Version: snapshotVersion, LastSeq: s.LastSeq,
 		Completed: s.Completed, Runs: s.Runs, Expiries: s.Expiries,
 		WorkflowsCompleted: s.WorkflowsCompleted, WorkflowsCancelled: s.WorkflowsCancelled,
@@ -65,20 +85,36 @@ func Encode(s *State) ([]byte, error) {
 		snap.Paused = append(snap.Paused, q)
 	}
 	sort.Strings(snap.Paused)
-	for _, id := range s.JobIDs() {
-		snap.Jobs = append(snap.Jobs, *s.Jobs[id])
+	size := 4096
+	if len(s.Jobs) > 0 {
+		snap.Jobs = make(jobPtrList, 0, len(s.Jobs))
+		for _, j := range s.Jobs {
+			snap.Jobs = append(snap.Jobs, j)
+			size += jobSizeHint(j)
+		}
+		// Job ids are the map's keys, so unique: the order is total.
+		slices.SortFunc(snap.Jobs, func(a, b *Job) int { return strings.Compare(a.ID, b.ID) })
 	}
 	for k, id := range s.Unique {
 		snap.Unique = append(snap.Unique, uniqueHold{Key: k, ID: id})
 	}
 	sort.Slice(snap.Unique, func(a, b int) bool { return snap.Unique[a].Key < snap.Unique[b].Key })
 	var buf bytes.Buffer
+	buf.Grow(size)
 	enc := msgpack.NewEncoder(&buf)
 	enc.SetSortMapKeys(true)
 	if err := enc.Encode(&snap); err != nil {
 		return nil, fmt.Errorf("replay: encode snapshot: %w", err)
 	}
 	return buf.Bytes(), nil
+}
+
+// jobSizeHint estimates the size of j's encoding, so that Encode allocates
+// its buffer once: the fixed part (keys, headers, numbers) is under 448
+// bytes.
+func jobSizeHint(j *Job) int {
+	return 448 + len(j.ID) + len(j.Stream) + len(j.Handler) + len(j.Queue) + len(j.UniqueKey) +
+		len(j.Payload) + len(j.WorkflowID) + len(j.LastCode) + len(j.LastError) + 9*len(j.Retry.ListNanos)
 }
 
 // Digest returns the SHA-256 of the canonical encoding of s. Two states
@@ -188,4 +224,217 @@ func (l *workflowList) DecodeMsgpack(dec *msgpack.Decoder) (err error) {
 func (l *expiryList) DecodeMsgpack(dec *msgpack.Decoder) (err error) {
 	*l, err = decodeList[Expiry](dec, SnapshotJobsMax, "expiries")
 	return err
+}
+
+// jobFieldNames are Job's fields in order: the keys of its encoding.
+var jobFieldNames = [jobFields]string{
+	"ID", "Stream", "Handler", "Queue", "Priority", "EnqueueSeq", "AvailableAt", "Retry",
+	"DeliveryTimeoutNanos", "UniqueKey", "Payload", "WorkflowID", "Step", "Branch", "Status",
+	"Attempts", "Consumed", "Token", "StartAt", "HardAt", "NormalAt", "LastCode", "LastError", "Lost",
+}
+
+func init() {
+	// appendJob, appendRetry and EncodeSummary write every field of their
+	// types by hand, in this order.
+	t := reflect.TypeFor[Job]()
+	if t.NumField() != jobFields {
+		panic("replay: Job has fields appendJob does not write")
+	}
+	for i, name := range jobFieldNames {
+		if f := t.Field(i); f.Name != name || f.Tag != "" {
+			panic("replay: Job field " + f.Name + " is not what appendJob writes")
+		}
+	}
+	r := reflect.TypeFor[record.RetryPolicy]()
+	tags := []string{"max_attempts", "backoff", "base_ns", "max_ns", "jitter", "list_ns,omitempty"}
+	if r.NumField() != len(tags) {
+		panic("replay: record.RetryPolicy has fields appendRetry does not write")
+	}
+	for i, tag := range tags {
+		if f := r.Field(i); f.Tag.Get("msgpack") != tag {
+			panic("replay: record.RetryPolicy field " + f.Name + " is not what appendRetry writes")
+		}
+	}
+	js := reflect.TypeFor[JobSummary]()
+	tags = []string{"id", "handler", "queue", "priority", "status", "attempts", "consumed", "finished_at",
+		"last_code,omitempty", "last_error,omitempty", "workflow_id,omitempty", "seq"}
+	if js.NumField() != len(tags) {
+		panic("replay: JobSummary has fields EncodeSummary does not write")
+	}
+	for i, tag := range tags {
+		if f := js.Field(i); f.Tag.Get("msgpack") != tag {
+			panic("replay: JobSummary field " + f.Name + " is not what EncodeSummary writes")
+		}
+	}
+}
+
+// jobPtrList is the jobs of a snapshot being encoded.
+type jobPtrList []*Job
+
+// EncodeMsgpack writes l exactly as msgpack's reflection encoder writes a
+// []Job (a map per job keyed by field name, in field order, fixed-width
+// numbers, as msgpack.Encoder without options), appending each job's bytes
+// by hand: the snapshot is encoded on the runner's loop, and again by every
+// Digest.
+func (l jobPtrList) EncodeMsgpack(enc *msgpack.Encoder) error {
+	if err := enc.EncodeArrayLen(len(l)); err != nil {
+		return err
+	}
+	w := enc.Writer()
+	var b []byte
+	for i := range l {
+		b = appendJob(b[:0], l[i])
+		if _, err := w.Write(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// msgpack format codes used by the append encoders.
+const (
+	mpNil      = 0xc0
+	mpFalse    = 0xc2
+	mpTrue     = 0xc3
+	mpBin8     = 0xc4
+	mpBin16    = 0xc5
+	mpBin32    = 0xc6
+	mpDouble   = 0xcb
+	mpUint8    = 0xcc
+	mpUint64   = 0xcf
+	mpInt32    = 0xd2
+	mpInt64    = 0xd3
+	mpStr8     = 0xd9
+	mpStr16    = 0xda
+	mpStr32    = 0xdb
+	mpArray16  = 0xdc
+	mpArray32  = 0xdd
+	mpMap16    = 0xde
+	mpMap32    = 0xdf
+	mpFixMap   = 0x80
+	mpFixArray = 0x90
+	mpFixStr   = 0xa0
+)
+
+func appendMapLen(b []byte, n int) []byte {
+	switch {
+	case n < 16:
+		return append(b, mpFixMap|byte(n))
+	case n <= math.MaxUint16:
+		return append(b, mpMap16, byte(n>>8), byte(n))
+	}
+	return append(b, mpMap32, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+}
+
+func appendArrayLen(b []byte, n int) []byte {
+	switch {
+	case n < 16:
+		return append(b, mpFixArray|byte(n))
+	case n <= math.MaxUint16:
+		return append(b, mpArray16, byte(n>>8), byte(n))
+	}
+	return append(b, mpArray32, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+}
+
+func appendStr(b []byte, s string) []byte {
+	n := len(s)
+	switch {
+	case n < 32:
+		b = append(b, mpFixStr|byte(n))
+	case n < 256:
+		b = append(b, mpStr8, byte(n))
+	case n <= math.MaxUint16:
+		b = append(b, mpStr16, byte(n>>8), byte(n))
+	default:
+		b = append(b, mpStr32, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+	}
+	return append(b, s...)
+}
+
+func appendBin(b []byte, p []byte) []byte {
+	if p == nil {
+		return append(b, mpNil)
+	}
+	n := len(p)
+	switch {
+	case n < 256:
+		b = append(b, mpBin8, byte(n))
+	case n <= math.MaxUint16:
+		b = append(b, mpBin16, byte(n>>8), byte(n))
+	default:
+		b = append(b, mpBin32, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+	}
+	return append(b, p...)
+}
+
+func append8(b []byte, code byte, n uint64) []byte {
+	return append(b, code, byte(n>>56), byte(n>>48), byte(n>>40), byte(n>>32),
+		byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+}
+
+func appendI32(b []byte, n int32) []byte {
+	u := uint32(n)
+	return append(b, mpInt32, byte(u>>24), byte(u>>16), byte(u>>8), byte(u))
+}
+
+func appendBool(b []byte, v bool) []byte {
+	if v {
+		return append(b, mpTrue)
+	}
+	return append(b, mpFalse)
+}
+
+// jobFields is the number of fields of Job, each written by appendJob.
+const jobFields = 24
+
+// appendJob appends the encoding of j: a map of its jobFields fields, keyed
+// by field name in field order.
+func appendJob(b []byte, j *Job) []byte {
+	b = appendMapLen(b, jobFields)
+	b = appendStr(appendStr(b, "ID"), j.ID)
+	b = appendStr(appendStr(b, "Stream"), j.Stream)
+	b = appendStr(appendStr(b, "Handler"), j.Handler)
+	b = appendStr(appendStr(b, "Queue"), j.Queue)
+	b = append(appendStr(b, "Priority"), mpUint8, j.Priority)
+	b = append8(appendStr(b, "EnqueueSeq"), mpUint64, j.EnqueueSeq)
+	b = append8(appendStr(b, "AvailableAt"), mpInt64, uint64(j.AvailableAt))
+	b = appendRetry(appendStr(b, "Retry"), &j.Retry)
+	b = append8(appendStr(b, "DeliveryTimeoutNanos"), mpInt64, uint64(j.DeliveryTimeoutNanos))
+	b = appendStr(appendStr(b, "UniqueKey"), j.UniqueKey)
+	b = appendBin(appendStr(b, "Payload"), j.Payload)
+	b = appendStr(appendStr(b, "WorkflowID"), j.WorkflowID)
+	b = appendI32(appendStr(b, "Step"), j.Step)
+	b = appendI32(appendStr(b, "Branch"), j.Branch)
+	b = append(appendStr(b, "Status"), mpUint8, uint8(j.Status))
+	b = appendI32(appendStr(b, "Attempts"), j.Attempts)
+	b = appendI32(appendStr(b, "Consumed"), j.Consumed)
+	b = append8(appendStr(b, "Token"), mpUint64, j.Token)
+	b = append8(appendStr(b, "StartAt"), mpInt64, uint64(j.StartAt))
+	b = append8(appendStr(b, "HardAt"), mpInt64, uint64(j.HardAt))
+	b = append8(appendStr(b, "NormalAt"), mpInt64, uint64(j.NormalAt))
+	b = appendStr(appendStr(b, "LastCode"), j.LastCode)
+	b = appendStr(appendStr(b, "LastError"), j.LastError)
+	return appendBool(appendStr(b, "Lost"), j.Lost)
+}
+
+// appendRetry appends p as the reflection encoder writes a
+// record.RetryPolicy: its msgpack tags as keys, list_ns omitted when empty.
+func appendRetry(b []byte, p *record.RetryPolicy) []byte {
+	n := 5
+	if len(p.ListNanos) > 0 {
+		n = 6
+	}
+	b = appendMapLen(b, n)
+	b = appendI32(appendStr(b, "max_attempts"), p.MaxAttempts)
+	b = append(appendStr(b, "backoff"), mpUint8, uint8(p.Backoff))
+	b = append8(appendStr(b, "base_ns"), mpInt64, uint64(p.BaseNanos))
+	b = append8(appendStr(b, "max_ns"), mpInt64, uint64(p.MaxNanos))
+	b = append8(appendStr(b, "jitter"), mpDouble, math.Float64bits(p.JitterRatio))
+	if n == 6 {
+		b = appendArrayLen(appendStr(b, "list_ns"), len(p.ListNanos))
+		for _, v := range p.ListNanos {
+			b = append8(b, mpInt64, uint64(v))
+		}
+	}
+	return b
 }

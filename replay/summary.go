@@ -36,9 +36,36 @@ func Summarize(j *Job) JobSummary {
 	}
 }
 
-// EncodeSummary encodes s for the terminal index.
+// EncodeSummary encodes s for the terminal index, once per finished job:
+// the bytes msgpack.Marshal(&s) gives (keys in field order, empty
+// omitempty fields left out, fixed-width numbers), appended by hand.
 func EncodeSummary(s JobSummary) ([]byte, error) {
-	return msgpack.Marshal(&s)
+	n := 9
+	for _, v := range [...]string{s.LastCode, s.LastError, s.WorkflowID} {
+		if v != "" {
+			n++
+		}
+	}
+	b := make([]byte, 0, 160+len(s.ID)+len(s.Handler)+len(s.Queue)+len(s.LastCode)+len(s.LastError)+len(s.WorkflowID))
+	b = appendMapLen(b, n)
+	b = appendStr(appendStr(b, "id"), s.ID)
+	b = appendStr(appendStr(b, "handler"), s.Handler)
+	b = appendStr(appendStr(b, "queue"), s.Queue)
+	b = append(appendStr(b, "priority"), mpUint8, s.Priority)
+	b = append(appendStr(b, "status"), mpUint8, uint8(s.Status))
+	b = appendI32(appendStr(b, "attempts"), s.Attempts)
+	b = appendI32(appendStr(b, "consumed"), s.Consumed)
+	b = append8(appendStr(b, "finished_at"), mpInt64, uint64(s.FinishedAt))
+	if s.LastCode != "" {
+		b = appendStr(appendStr(b, "last_code"), s.LastCode)
+	}
+	if s.LastError != "" {
+		b = appendStr(appendStr(b, "last_error"), s.LastError)
+	}
+	if s.WorkflowID != "" {
+		b = appendStr(appendStr(b, "workflow_id"), s.WorkflowID)
+	}
+	return append8(appendStr(b, "seq"), mpUint64, s.Seq), nil
 }
 
 // DecodeSummary decodes a terminal-index value, treating it as hostile.

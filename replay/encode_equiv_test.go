@@ -1,0 +1,309 @@
+package replay
+
+import (
+	"bytes"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/quire-dev/quire/journal/record"
+)
+
+func TestRL7_JobListEncodingMatchesReflection(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	lens := []int{0, 1, 31, 32, 255, 256, 65535, 65536}
+	s := func() string { return strings.Repeat("x", lens[r.IntN(len(lens))]) }
+	for iter := 0; iter < 150; iter++ {
+		var l []Job
+		n := r.IntN(20)
+		if iter%50 == 0 {
+			n = 70000
+		}
+		for i := 0; i < n; i++ {
+			var p []byte
+			switch r.IntN(3) {
+			case 1:
+				p = []byte{}
+			case 2:
+				p = []byte(s())
+			}
+			var ln []int64
+			switch r.IntN(3) {
+			case 1:
+				ln = []int64{}
+			case 2:
+				ln = []int64{r.Int64(), -1, math.MinInt64}
+			}
+			l = append(l, Job{ID: s(), Stream: s(), Handler: s(), Queue: s(), Priority: uint8(r.Uint32()),
+				EnqueueSeq: r.Uint64(), AvailableAt: r.Int64() - r.Int64(),
+				Retry:                record.RetryPolicy{MaxAttempts: int32(r.Uint32()), Backoff: record.Backoff(r.Uint32()), BaseNanos: -r.Int64(), MaxNanos: r.Int64(), JitterRatio: r.Float64(), ListNanos: ln},
+				DeliveryTimeoutNanos: r.Int64(), UniqueKey: s(), Payload: p, WorkflowID: s(), Step: int32(r.Uint32()), Branch: -int32(r.Uint32() >> 1),
+				Status: JobStatus(r.Uint32()), Attempts: int32(r.Uint32()), Consumed: int32(r.Uint32()), Token: r.Uint64(),
+				StartAt: r.Int64(), HardAt: -r.Int64(), NormalAt: r.Int64(), LastCode: s(), LastError: s(), Lost: r.IntN(2) == 0})
+			if iter%50 == 0 {
+				l[i] = Job{ID: "a", Status: JobPending}
+			}
+		}
+		if iter%7 == 0 && n == 0 {
+			l = nil
+		}
+		for _, sorted := range []bool{false, true} {
+			var a, b bytes.Buffer
+			ea := msgpack.NewEncoder(&a)
+			ea.SetSortMapKeys(sorted)
+			if err := ea.Encode(struct{ J []Job }{l}); err != nil {
+				t.Fatal(err)
+			}
+			eb := msgpack.NewEncoder(&b)
+			eb.SetSortMapKeys(sorted)
+			var pl jobPtrList
+			for i := range l {
+				pl = append(pl, &l[i])
+			}
+			if l == nil {
+				pl = nil
+			}
+			if err := eb.Encode(struct{ J jobPtrList }{pl}); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(a.Bytes(), b.Bytes()) {
+				t.Fatalf("iter %d: encodings differ (%d vs %d bytes)", iter, a.Len(), b.Len())
+			}
+			var back struct{ J jobList }
+			if err := msgpack.Unmarshal(b.Bytes(), &back); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+func zzState() *State {
+	s := New()
+	for i := 0; i < 10000; i++ {
+		id := "job_01JH" + strings.Repeat("X", 18) + string(rune('a'+i%26)) + string(rune('a'+i/26%26)) + string(rune('a'+i/676%26))
+		s.Jobs[id] = &Job{ID: id, Stream: id, Handler: "noop", Queue: "default", EnqueueSeq: uint64(i), Payload: []byte{0x81, 0xa1, 0x69, 0xd2, 0, 0, 0, 1}, Status: JobPending,
+			Retry: record.RetryPolicy{MaxAttempts: 25, Backoff: 1, BaseNanos: 1e9, MaxNanos: 1e12, JitterRatio: 0.2}}
+	}
+	s.LastSeq = 10000
+	return s
+}
+
+func BenchmarkEncode(b *testing.B) {
+	s := zzState()
+	for b.Loop() {
+		Encode(s)
+	}
+}
+
+func BenchmarkEncodeReflect(b *testing.B) {
+	s := zzState()
+	var l []Job
+	for _, id := range s.JobIDs() {
+		l = append(l, *s.Jobs[id])
+	}
+	for b.Loop() {
+		msgpack.Marshal(l)
+	}
+}
+
+func BenchmarkDecode(b *testing.B) {
+	s := zzState()
+	enc, _ := Encode(s)
+	for b.Loop() {
+		Decode(enc)
+	}
+}
+
+func zzOldEncode(s *State) []byte {
+	snap := snapshot{
+		Version: snapshotVersion, LastSeq: s.LastSeq,
+		Completed: s.Completed, Runs: s.Runs, Expiries: s.Expiries,
+		WorkflowsCompleted: s.WorkflowsCompleted, WorkflowsCancelled: s.WorkflowsCancelled,
+	}
+	for _, id := range s.WorkflowIDs() {
+		snap.Workflows = append(snap.Workflows, *s.Workflows[id])
+	}
+	for q := range s.PausedQueues {
+		snap.Paused = append(snap.Paused, q)
+	}
+	sort.Strings(snap.Paused)
+	for _, id := range s.JobIDs() {
+		snap.Jobs = append(snap.Jobs, *s.Jobs[id])
+	}
+	for k, id := range s.Unique {
+		snap.Unique = append(snap.Unique, uniqueHold{Key: k, ID: id})
+	}
+	sort.Slice(snap.Unique, func(a, b int) bool { return snap.Unique[a].Key < snap.Unique[b].Key })
+	var buf bytes.Buffer
+	enc := msgpack.NewEncoder(&buf)
+	enc.SetSortMapKeys(true)
+	if err := enc.Encode(&snap); err != nil {
+		panic(err)
+	}
+	return buf.Bytes()
+}
+
+func TestRL7_EncodeSameAsOld(t *testing.T) {
+	for _, s := range []*State{New(), zzState()} {
+		b, err := Encode(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(b, zzOldEncode(s)) {
+			t.Fatal("differ")
+		}
+	}
+}
+
+type zzOldList []Job
+
+func zzDecodeOld(b []byte) ([]Job, error) {
+	dec := msgpack.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields(true)
+	var out []Job
+	err := func() error {
+		var e error
+		out, e = decodeList[Job](dec, SnapshotJobsMax, "jobs")
+		return e
+	}()
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func zzDecodeNew(b []byte) ([]Job, error) {
+	dec := msgpack.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields(true)
+	var l jobList
+	if err := l.DecodeMsgpack(dec); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+func TestRL7_DecodeMatchesReflection(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	lens := []int{0, 1, 5, 31, 32, 300}
+	s := func() string { return strings.Repeat("y", lens[r.IntN(len(lens))]) }
+	var seeds [][]byte
+	for iter := 0; iter < 300; iter++ {
+		var pl jobPtrList
+		for i := r.IntN(4); i > 0; i-- {
+			var ln []int64
+			if r.IntN(2) == 0 {
+				ln = []int64{1, -2}
+			}
+			var p []byte
+			if r.IntN(2) == 0 {
+				p = []byte(s())
+			}
+			pl = append(pl, &Job{ID: s(), Stream: s(), Handler: "h", Queue: s(), Priority: uint8(r.Uint32()), EnqueueSeq: r.Uint64(),
+				AvailableAt: -r.Int64(), Retry: record.RetryPolicy{MaxAttempts: 3, JitterRatio: 0.5, ListNanos: ln}, Payload: p,
+				Step: -int32(r.Uint32() >> 1), Status: JobStatus(r.Uint32()), Token: r.Uint64(), LastError: s(), Lost: r.IntN(2) == 0})
+		}
+		var buf bytes.Buffer
+		if err := msgpack.NewEncoder(&buf).Encode(pl); err != nil {
+			t.Fatal(err)
+		}
+		seeds = append(seeds, buf.Bytes())
+	}
+	// Hand-made shapes: nil element, array-form struct, repeated and
+	// unknown keys, compact ints, strings as bin.
+	var hb bytes.Buffer
+	e := msgpack.NewEncoder(&hb)
+	e.EncodeArrayLen(5)
+	e.EncodeNil()
+	e.EncodeArrayLen(0)
+	e.EncodeMapLen(3)
+	e.EncodeString("ID")
+	e.EncodeBytes([]byte("bin-id"))
+	e.EncodeString("ID")
+	e.EncodeString("again")
+	e.EncodeString("Priority")
+	e.EncodeInt(300)
+	e.EncodeMapLen(2)
+	e.EncodeString("Step")
+	e.EncodeUint(1 << 40)
+	e.EncodeString("Lost")
+	e.EncodeBool(true)
+	e.EncodeMapLen(0)
+	seeds = append(seeds, hb.Bytes())
+	if _, err := zzDecodeNew(hb.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	seeds = append(seeds, []byte{0x91, 0x81, 0xa4, 'N', 'o', 'p', 'e', 0x01})
+	var ab bytes.Buffer
+	ea := msgpack.NewEncoder(&ab)
+	ea.UseArrayEncodedStructs(true)
+	ea.Encode([]Job{{ID: "x", Retry: record.RetryPolicy{MaxAttempts: 2}, Payload: []byte{1}}, {}})
+	seeds = append(seeds, ab.Bytes())
+	if _, err := zzDecodeNew(ab.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	checked, agreedErr := 0, 0
+	for _, seed := range seeds {
+		for m := 0; m < 60; m++ {
+			b := append([]byte(nil), seed...)
+			if m > 0 {
+				for k := 1 + r.IntN(3); k > 0; k-- {
+					switch r.IntN(3) {
+					case 0:
+						b[r.IntN(len(b))] = byte(r.Uint32())
+					case 1:
+						b = b[:r.IntN(len(b))]
+					case 2:
+						b[r.IntN(len(b))] ^= 1 << r.IntN(8)
+					}
+					if len(b) == 0 {
+						break
+					}
+				}
+			}
+			if len(b) == 0 {
+				continue
+			}
+			if record.Prescan(b, false) != nil {
+				continue
+			}
+			a, errA := zzDecodeOld(b)
+			c, errC := zzDecodeNew(b)
+			if (errA == nil) != (errC == nil) {
+				t.Fatalf("error disagreement on %x: old %v new %v", b, errA, errC)
+			}
+			if errA != nil {
+				agreedErr++
+				continue
+			}
+			if !reflect.DeepEqual(a, c) {
+				t.Fatalf("value disagreement on %x:\nold %+v\nnew %+v", b, a, c)
+			}
+			checked++
+		}
+	}
+	t.Logf("%d equal decodes, %d agreed errors", checked, agreedErr)
+}
+
+func TestRL7_SummaryMatchesMarshal(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	lens := []int{0, 1, 31, 32, 255, 256, 70000}
+	s := func() string { return strings.Repeat("z", lens[r.IntN(len(lens))]) }
+	for i := 0; i < 3000; i++ {
+		v := JobSummary{ID: s(), Handler: s(), Queue: s(), Priority: uint8(r.Uint32()), Status: JobStatus(r.Uint32()),
+			Attempts: int32(r.Uint32()), Consumed: -int32(r.Uint32() >> 1), FinishedAt: r.Int64() - r.Int64(),
+			LastCode: s(), LastError: s(), WorkflowID: s(), Seq: r.Uint64()}
+		want, err := msgpack.Marshal(&v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := EncodeSummary(v)
+		if !bytes.Equal(want, got) {
+			t.Fatalf("summary %d differs", i)
+		}
+	}
+}
