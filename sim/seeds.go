@@ -1,0 +1,106 @@
+package sim
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"testing"
+)
+
+// Seeds returns the seeds a simulation test runs: def of them by default,
+// QUIRE_SEEDS=N of them for long runs, or exactly QUIRE_SEED=S (decimal or
+// 0x hex) to reproduce one. -short divides the count by 10. The seeds are
+// a fixed sequence, so a count names the same seeds on every machine.
+func Seeds(tb testing.TB, def int) []uint64 {
+	tb.Helper()
+	if s := os.Getenv("QUIRE_SEED"); s != "" {
+		seed, err := strconv.ParseUint(s, 0, 64)
+		if err != nil {
+			tb.Fatalf("QUIRE_SEED=%q: %v", s, err)
+		}
+		return []uint64{seed}
+	}
+	n := def
+	if s := os.Getenv("QUIRE_SEEDS"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 1 {
+			tb.Fatalf("QUIRE_SEEDS=%q: want a positive integer", s)
+		}
+		n = v
+	}
+	if testing.Short() {
+		n = max(1, n/10)
+	}
+	seeds := make([]uint64, n)
+	for i := range seeds {
+		seeds[i] = mix(uint64(i) + 1)
+	}
+	return seeds
+}
+
+// Run runs scenario once per seed of [Seeds](t, def), each in a subtest
+// named after its seed, on a world built with [WithT] and opts, and
+// finishes the world. It stops at the first failing seed.
+func Run(t *testing.T, def int, scenario func(w *World), opts ...Option) {
+	t.Helper()
+	for _, seed := range Seeds(t, def) {
+		ok := t.Run(fmt.Sprintf("seed=0x%x", seed), func(t *testing.T) {
+			w := New(seed, append([]Option{WithT(t)}, opts...)...)
+			scenario(w)
+			w.Finish()
+		})
+		if !ok {
+			return
+		}
+	}
+}
+
+// Check is the determinism check (T9, RL-8): it runs scenario three times
+// per seed, twice as is and once under GOMAXPROCS=1, and fails unless the
+// three traces are equal step by step and end in the same state digest.
+// A mismatch names the first divergent step.
+func Check(t *testing.T, def int, scenario func(w *World), opts ...Option) {
+	t.Helper()
+	for _, seed := range Seeds(t, def) {
+		ok := t.Run(fmt.Sprintf("seed=0x%x", seed), func(t *testing.T) {
+			var runs [3]*World
+			for i := range runs {
+				if i == 2 {
+					prev := runtime.GOMAXPROCS(1)
+					defer runtime.GOMAXPROCS(prev)
+				}
+				w := New(seed, append([]Option{WithT(t)}, opts...)...)
+				scenario(w)
+				w.Finish()
+				runs[i] = w
+			}
+			for i := 1; i < len(runs); i++ {
+				if err := Diverge(runs[0], runs[i]); err != nil {
+					t.Fatalf("RL-8: run %d of seed 0x%x diverges from run 0: %v\nrerun: QUIRE_SEED=0x%x go test -run '%s' <pkg>", i, seed, err, seed, t.Name())
+				}
+			}
+			t.Logf("seed 0x%x: trace hash %016x in 3 runs", seed, runs[0].TraceHash())
+		})
+		if !ok {
+			return
+		}
+	}
+}
+
+// Diverge compares two finished worlds' traces and final digests and
+// describes the first difference, or returns nil.
+func Diverge(a, b *World) error {
+	for i := 0; i < min(len(a.steps), len(b.steps)); i++ {
+		if a.steps[i] != b.steps[i] {
+			return fmt.Errorf("step %d: %q (%016x) vs %q (%016x)", i, a.steps[i].What, a.steps[i].Hash, b.steps[i].What, b.steps[i].Hash)
+		}
+	}
+	if len(a.steps) != len(b.steps) {
+		return fmt.Errorf("%d steps vs %d", len(a.steps), len(b.steps))
+	}
+	if a.lastDig != b.lastDig {
+		return fmt.Errorf("final digest %x vs %x", a.lastDig[:8], b.lastDig[:8])
+	}
+	return nil
+}

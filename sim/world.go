@@ -1,0 +1,365 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+
+	"github.com/quire-dev/quire/api"
+	"github.com/quire-dev/quire/clock/clocktest"
+	"github.com/quire-dev/quire/journal/record"
+)
+
+// T0 is the instant every simulated world's clock starts at.
+var T0 = time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
+
+// Dir is the journal directory on the world's in-memory filesystem.
+const Dir = "db"
+
+// idleTimeout bounds one WaitIdle in real time: a world that makes no
+// progress for this long fails naming its seed (the watchdog).
+const idleTimeout = 60 * time.Second
+
+// maxStops bounds the timer instants one Advance stops at; past it the
+// clock jumps to the target in one move (timers still fire, late, never
+// early).
+const maxStops = 4096
+
+// testHookBeforeReopen, when set by a test, runs on the driver goroutine
+// before each reopen (after a crash or shutdown), with the filesystem the
+// engine is about to open. The planted-bug tests edit the journal there,
+// as a faulty engine would have written it, and expect the oracle to fail.
+var testHookBeforeReopen func(fs vfs.FS)
+
+// Seeded source purposes: each purpose draws from its own stream, so draws
+// added to one leave the others unchanged.
+const (
+	purposeWorkload = 1 + iota
+	purposeCrash
+	purposeImage
+	purposeJitter
+	purposeEntropy
+	purposeOutcome
+)
+
+// Option configures a [World].
+type Option func(*config)
+
+type config struct {
+	tb    testing.TB
+	setup []func(*api.Engine) error
+	mod   []func(*api.Options)
+
+	slow, slowLimit time.Duration
+}
+
+// WithT reports the world's failures to tb: the first oracle violation or
+// unexpected error fails the test with the seed, the trace hash and the
+// rerun command, and the world is finished when the test ends. Without it,
+// failures are collected and returned by [World.Err].
+func WithT(tb testing.TB) Option { return func(c *config) { c.tb = tb } }
+
+// Setup adds f to the functions that register handlers and workflows on
+// every engine instance the world opens (the first and each one after a
+// crash or restart), before the engine starts.
+func Setup(f func(e *api.Engine) error) Option {
+	return func(c *config) { c.setup = append(c.setup, f) }
+}
+
+// EngineOptions adjusts the engine's options after the world has set its
+// own (directory, filesystem, clock, entropy, jitter source).
+func EngineOptions(f func(*api.Options)) Option {
+	return func(c *config) { c.mod = append(c.mod, f) }
+}
+
+// World is one simulated deployment: the real engine on a crashable
+// in-memory filesystem under a manual clock, with every random choice
+// drawn from one seed. Its methods are the scenario's steps; each step
+// runs on the caller's goroutine, waits until the engine is quiescent,
+// feeds what the engine acknowledged to the oracle, checks it and mixes
+// the step into the trace hash. A World is not safe for concurrent use.
+type World struct {
+	seed uint64
+	cfg  config
+	ctx  context.Context
+
+	fs    *vfs.MemFS
+	inj   *injector
+	clk   *clocktest.Clock
+	eng   *api.Engine
+	epoch int
+
+	work    *rand.Rand
+	crashes *rand.Rand
+	images  *rand.Rand
+	crashN  int
+	image   *vfs.MemFS // the last crash image, kept for failure artifacts
+	stopped bool       // the engine was shut down and not reopened
+
+	events  eventHeap
+	evSeq   uint64
+	trace   uint64
+	steps   []Step
+	orc     *oracle
+	err     error
+	done    bool
+	lastDig [32]byte
+}
+
+// Step is one entry of a world's trace: what happened and the trace hash
+// after it.
+type Step struct {
+	N    int
+	What string
+	Hash uint64
+}
+
+// New returns the world of seed. The engine opens at the first step, after
+// every [Setup] function and every [World.Register] call made before it.
+func New(seed uint64, opts ...Option) *World {
+	w := &World{
+		seed:    seed,
+		ctx:     context.Background(),
+		fs:      vfs.NewCrashableMem(),
+		clk:     clocktest.New(T0),
+		work:    rand.New(rand.NewPCG(seed, purposeWorkload)),
+		crashes: rand.New(rand.NewPCG(seed, purposeCrash)),
+		images:  rand.New(rand.NewPCG(seed, purposeImage)),
+		trace:   0xcbf29ce484222325 ^ seed,
+		orc:     newOracle(),
+		inj:     newInjector(),
+	}
+	for _, o := range opts {
+		o(&w.cfg)
+	}
+	if w.cfg.slow > 0 {
+		w.inj.slow = errorfs.RandomLatency(errorfs.Writes, w.cfg.slow, int64(seed), w.cfg.slowLimit)
+	}
+	if tb := w.cfg.tb; tb != nil {
+		tb.Helper()
+		tb.Logf("sim: seed 0x%x", seed)
+		tb.Cleanup(func() {
+			if !w.done && !tb.Failed() {
+				w.Finish()
+			}
+			if w.eng != nil {
+				dead, cancel := context.WithCancel(context.Background())
+				cancel()
+				w.eng.Close(dead)
+				w.eng = nil
+			}
+		})
+	}
+	return w
+}
+
+// Seed returns the world's seed.
+func (w *World) Seed() uint64 { return w.seed }
+
+// Rand returns the world's workload source, for scenario generators: draw
+// from it, never from the global source, so that a seed reproduces.
+func (w *World) Rand() *rand.Rand { return w.work }
+
+// Now returns the simulated time.
+func (w *World) Now() time.Time { return w.clk.Now() }
+
+// Clock returns the world's manual clock. Move it through the world's
+// steps (Advance, Jump), not directly, or the oracle misses the instants.
+func (w *World) Clock() *clocktest.Clock { return w.clk }
+
+// Engine returns the current engine instance, opening it if needed. It
+// changes at every crash and restart.
+func (w *World) Engine() *api.Engine {
+	w.ensureOpen()
+	return w.eng
+}
+
+// TraceHash returns the rolling hash of every step so far.
+func (w *World) TraceHash() uint64 { return w.trace }
+
+// Trace returns the steps so far.
+func (w *World) Trace() []Step { return append([]Step(nil), w.steps...) }
+
+// Digest returns the state digest after the last step.
+func (w *World) Digest() [32]byte { return w.lastDig }
+
+// Err returns the first failure, or nil.
+func (w *World) Err() error { return w.err }
+
+// Register adds f to the world's setup (see [Setup]); if the engine is
+// already open, f also runs on it now.
+func (w *World) Register(f func(e *api.Engine) error) {
+	w.cfg.setup = append(w.cfg.setup, f)
+	if w.eng != nil {
+		if err := f(w.eng); err != nil {
+			w.fail("register: %v", err)
+		}
+	}
+}
+
+// Fails reports whether the attempt-th attempt of the work named key fails
+// in this world, with probability pct percent. It depends only on the seed,
+// key and attempt, never on scheduling, so handlers can use it to be flaky
+// reproducibly.
+func (w *World) Fails(key string, attempt, pct int) bool {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d/%s/%d", w.seed, key, attempt)
+	return int(mix(h.Sum64()^purposeOutcome)%100) < pct
+}
+
+func (w *World) fail(format string, args ...any) {
+	if w.err != nil {
+		return
+	}
+	w.err = fmt.Errorf("sim seed 0x%x, step %d (%s): %s", w.seed, len(w.steps), w.Now().Sub(T0), fmt.Sprintf(format, args...))
+	if tb := w.cfg.tb; tb != nil {
+		tb.Helper()
+		path := w.keepArtifacts()
+		tb.Fatalf("%v\ntrace hash %016x\njournal image kept in %s (inspect with qctl)\nrerun: QUIRE_SEED=0x%x go test -run '%s' <pkg>",
+			w.err, w.trace, path, w.seed, tb.Name())
+	}
+}
+
+// Failed reports whether the world has failed; steps after a failure do
+// nothing.
+func (w *World) Failed() bool { return w.err != nil }
+
+func (w *World) options() api.Options {
+	var key [32]byte
+	for i := 0; i < 4; i++ {
+		v := mix(w.seed ^ uint64(w.epoch)<<32 ^ uint64(i) ^ purposeEntropy<<48)
+		for j := 0; j < 8; j++ {
+			key[i*8+j] = byte(v >> (8 * j))
+		}
+	}
+	o := api.Options{
+		Dir:     Dir,
+		FS:      w.engineFS(),
+		Clock:   w.clk,
+		Entropy: rand.NewChaCha8(key),
+		Rand:    rand.NewPCG(w.seed, purposeJitter<<32|uint64(w.epoch)),
+		// One worker: attempts run one at a time, so the order of
+		// entropy and jitter draws is the machine's, not the scheduler's.
+		Workers: 1,
+		// Snapshot writes run in the background and would race a crash
+		// image; snapshot + tail is covered by the replay properties.
+		SnapshotEvery: api.SnapshotEveryMax,
+	}
+	// Every handler call is noted, so the oracle can check that its
+	// attempt_started was acknowledged before it (RL-10).
+	o.Middleware = []api.Middleware{api.MiddlewareFuncs{Label: "sim", BeforeFunc: func(ctx context.Context, d *api.Delivery) error {
+		w.orc.called(d.JobID(), d.Attempt())
+		return nil
+	}}}
+	for _, m := range w.cfg.mod {
+		m(&o)
+	}
+	return o
+}
+
+func (w *World) ensureOpen() {
+	if w.eng != nil || w.err != nil {
+		return
+	}
+	w.open()
+}
+
+func (w *World) open() {
+	if tb := w.cfg.tb; tb != nil {
+		tb.Helper()
+	}
+	w.stopped = false
+	if testHookBeforeReopen != nil && w.epoch > 0 {
+		testHookBeforeReopen(w.fs)
+	}
+	if !w.orc.audit(w.fs, w.clk.Now()) {
+		w.fail("%s", w.orc.first())
+		return
+	}
+	w.epoch++ // every instance draws fresh entropy: ids never repeat
+	eng, err := api.Open(w.ctx, w.options())
+	if err != nil {
+		w.fail("open (epoch %d): %v", w.epoch, err)
+		return
+	}
+	w.eng = eng
+	for _, f := range w.cfg.setup {
+		if err := f(eng); err != nil {
+			w.fail("setup: %v", err)
+			return
+		}
+	}
+	if err := eng.Start(w.ctx); err != nil {
+		w.fail("start: %v", err)
+		return
+	}
+	w.idle()
+	w.check("open")
+}
+
+func (w *World) idle() {
+	if w.eng == nil || w.err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(w.ctx, idleTimeout)
+	defer cancel()
+	if err := w.eng.WaitIdle(ctx); err != nil {
+		w.fail("wait idle (watchdog, %v of real time): %v", idleTimeout, err)
+	}
+}
+
+// check runs the oracle against the live engine and mixes what into the
+// trace.
+func (w *World) check(what string) {
+	if w.err != nil {
+		return
+	}
+	if w.eng != nil {
+		dig, ok := w.orc.observe(w.ctx, w.eng)
+		if !ok {
+			w.fail("after %s: %s", what, w.orc.first())
+			return
+		}
+		w.lastDig = dig
+	}
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%016x|%s|%d|%x", w.trace, what, w.clk.Now().Sub(T0), w.lastDig)
+	w.trace = h.Sum64()
+	w.steps = append(w.steps, Step{N: len(w.steps), What: what, Hash: w.trace})
+}
+
+// step runs one scenario step: f, then quiescence, the oracle and the
+// trace. what must describe the step from the seed alone (no pointers, no
+// real durations).
+func (w *World) step(what string, f func()) {
+	if tb := w.cfg.tb; tb != nil {
+		tb.Helper()
+	}
+	if w.err != nil || w.done {
+		return
+	}
+	if w.stopped {
+		w.open()
+	} else {
+		w.ensureOpen()
+	}
+	if w.err != nil {
+		return
+	}
+	f()
+	w.idle()
+	w.check(what)
+}
+
+// Records returns the journal records the oracle has seen acknowledged,
+// in seq order; after [World.Finish], the whole journal.
+func (w *World) Records() []record.Record { return append([]record.Record(nil), w.orc.recs...) }
+
+// Violations returns every oracle violation found so far.
+func (w *World) Violations() []string { return append([]string(nil), w.orc.violations...) }

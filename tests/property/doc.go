@@ -1,0 +1,31 @@
+// Package property holds quire's cross-package property tests (rapid
+// state machines over the journal, replay and the engine) and indexes the
+// fifteen reliability tests of spec/reliability.md §6, wherever they live.
+// Rerun a failure with rapid's flags, one package at a time:
+// go test ./tests/property -run <Test> -rapid.seed=S (also -rapid.checks,
+// -rapid.steps, -rapid.failfile). The sim tests read QUIRE_SEEDS=N for
+// long runs and QUIRE_SEED=S for one seed.
+//
+// | #   | Test(s)                                                          | Package          |
+// |-----|------------------------------------------------------------------|------------------|
+// | T1  | TestT1_KillDuringAppends; TestT1_JournalModel; TestT1_KillDuringAppends; TestEngineCrash_* | journal; tests/property; sim; api |
+// | T2  | TestT2_MultiRecordAtomicity                                      | journal          |
+// | T3  | TestT3_WALFaultFailStop (both)                                   | journal; sim     |
+// | T4  | missing: write faults everywhere in a child process              | —                |
+// | T5  | TestT5_MidJournalBitFlip                                         | journal          |
+// | T6  | TestT6_TornFinalRecord                                           | journal          |
+// | T7  | TestT7_EnvelopeAndChain                                          | journal          |
+// | T8  | TestT8_*, FuzzDecodeRecord, FuzzPrescan                          | journal/record   |
+// | T9  | TestT9_Determinism                                               | sim              |
+// | T10 | TestT10_ReplayEqualsLive; TestT10_SnapshotPlusTail; TestRL7_MachineLiveEqualsReplay | sim; tests/property; scheduler |
+// | T11 | missing: golden journals (no committed testdata/journals yet)    | —                |
+// | T12 | TestT12_ClockJumps                                               | sim              |
+// | T13 | TestT13_* (budget, caps, root, backoff, extreme inputs)          | deadlines        |
+// | T14 | TestT14_ExecutionAndSettlement; TestEngineCrash_*                | sim; api         |
+// | T15 | TestT15_SlowDisk (trace equality; DiskSlow metric not checked)   | sim              |
+//
+// Other properties here: TestSchedulerModel (random enqueue, dispatch,
+// signal, advance, jump, crash and restart against a model of acknowledged
+// work, under the sim oracle). Replay's own totality property is
+// replay's TestRL6_FoldIsTotal.
+package property
