@@ -373,8 +373,13 @@ func (e *Engine) register(h *handlerEntry) error {
 	}
 	e.handlers[h.name] = h
 	e.hmu.Unlock()
-	return e.r.Submit(context.Background(), func(m *scheduler.Machine, now time.Time) (scheduler.Decision, error) {
-		m.Unpark(h.name)
+	return e.unpark(h.name)
+}
+
+// unpark lets the jobs parked on a newly registered handler start.
+func (e *Engine) unpark(handler string) error {
+	return e.submit(context.Background(), func(m *scheduler.Machine, now time.Time) (scheduler.Decision, error) {
+		m.Unpark(handler)
 		return scheduler.Decision{}, nil
 	})
 }

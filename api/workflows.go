@@ -80,11 +80,7 @@ func (e *Engine) registerWorkflow(def *scheduler.WorkflowDef, handlers []*handle
 	}
 	e.hmu.Unlock()
 	for _, h := range handlers {
-		name := h.name
-		if err := e.submit(context.Background(), func(m *scheduler.Machine, now time.Time) (scheduler.Decision, error) {
-			m.Unpark(name)
-			return scheduler.Decision{}, nil
-		}); err != nil {
+		if err := e.unpark(h.name); err != nil {
 			return err
 		}
 	}
