@@ -206,9 +206,30 @@ func decodeList[T any](dec *msgpack.Decoder, limit int, what string) ([]T, error
 	return out, nil
 }
 
-func (l *jobList) DecodeMsgpack(dec *msgpack.Decoder) (err error) {
-	*l, err = decodeList[Job](dec, SnapshotJobsMax, "jobs")
-	return err
+func (l *jobList) DecodeMsgpack(dec *msgpack.Decoder) error {
+	n, err := dec.DecodeArrayLen()
+	if err != nil || n <= 0 {
+		*l = nil
+		return err
+	}
+	if n > SnapshotJobsMax {
+		return fmt.Errorf("%w: %d jobs, limit %d", record.ErrCorrupt, n, SnapshotJobsMax)
+	}
+	// A job's encoding is at least jobMinBytes (its keys alone), so the
+	// buffered input bounds the capacity reserved for a declared length:
+	// a hostile length costs nothing (RL-6).
+	var out jobList
+	if r, ok := dec.Buffered().(interface{ Len() int }); ok {
+		out = make(jobList, 0, min(n, r.Len()/jobMinBytes))
+	}
+	for i := 0; i < n; i++ {
+		out = append(out, Job{})
+		if err := decodeJob(dec, &out[len(out)-1]); err != nil {
+			return err
+		}
+	}
+	*l = out
+	return nil
 }
 
 func (l *runList) DecodeMsgpack(dec *msgpack.Decoder) (err error) {
@@ -244,6 +265,9 @@ func init() {
 		if f := t.Field(i); f.Name != name || f.Tag != "" {
 			panic("replay: Job field " + f.Name + " is not what appendJob writes")
 		}
+	}
+	if len(appendJob(nil, &Job{})) <= jobMinBytes {
+		panic("replay: jobMinBytes is not below the shortest job encoding")
 	}
 	r := reflect.TypeFor[record.RetryPolicy]()
 	tags := []string{"max_attempts", "backoff", "base_ns", "max_ns", "jitter", "list_ns,omitempty"}
@@ -386,6 +410,10 @@ func appendBool(b []byte, v bool) []byte {
 
 // jobFields is the number of fields of Job, each written by appendJob.
 const jobFields = 24
+
+// jobMinBytes is less than the length of any job appendJob writes: the
+// key names alone take more.
+const jobMinBytes = 128
 
 // appendJob appends the encoding of j: a map of its jobFields fields, keyed
 // by field name in field order.
