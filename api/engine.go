@@ -93,6 +93,7 @@ type Engine struct {
 	fatal     error
 	stats     OpenStats
 	snapWG    sync.WaitGroup
+	snapMu    sync.Mutex // one snapshot write and check at a time, in seq order
 	// crashed is set when Close abandoned the engine without a shutdown
 	// (an already-ended ctx before any initiation).
 	crashed bool
@@ -278,12 +279,18 @@ func (e *Engine) writeSnapshot(st *replay.State) func() {
 	}
 	seq := st.LastSeq
 	return func() {
-		if err := e.j.WriteSnapshot(context.Background(), seq, b); err != nil {
-			return
-		}
+		// Written and checked off the loop: a snapshot holds every active
+		// job, and its synced write would stall dispatch and settlement.
+		// snapMu keeps snapshots in seq order; Stop and Close wait for
+		// snapWG before closing the journal.
 		e.snapWG.Add(1)
 		go func() {
 			defer e.snapWG.Done()
+			e.snapMu.Lock()
+			defer e.snapMu.Unlock()
+			if err := e.j.WriteSnapshot(context.Background(), seq, b); err != nil {
+				return
+			}
 			dec, err := replay.Decode(b)
 			if err != nil || replay.Digest(dec) != sha256.Sum256(b) {
 				e.j.DeleteSnapshot(context.Background(), seq)
