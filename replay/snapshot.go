@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"fmt"
-	"math"
 	"reflect"
 	"slices"
 	"sort"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/quire-dev/quire/internal/mpwrite"
 	"github.com/quire-dev/quire/journal/record"
 )
 
@@ -315,99 +315,6 @@ func (l jobPtrList) EncodeMsgpack(enc *msgpack.Encoder) error {
 	return nil
 }
 
-// msgpack format codes used by the append encoders.
-const (
-	mpNil      = 0xc0
-	mpFalse    = 0xc2
-	mpTrue     = 0xc3
-	mpBin8     = 0xc4
-	mpBin16    = 0xc5
-	mpBin32    = 0xc6
-	mpDouble   = 0xcb
-	mpUint8    = 0xcc
-	mpUint64   = 0xcf
-	mpInt32    = 0xd2
-	mpInt64    = 0xd3
-	mpStr8     = 0xd9
-	mpStr16    = 0xda
-	mpStr32    = 0xdb
-	mpArray16  = 0xdc
-	mpArray32  = 0xdd
-	mpMap16    = 0xde
-	mpMap32    = 0xdf
-	mpFixMap   = 0x80
-	mpFixArray = 0x90
-	mpFixStr   = 0xa0
-)
-
-func appendMapLen(b []byte, n int) []byte {
-	switch {
-	case n < 16:
-		return append(b, mpFixMap|byte(n))
-	case n <= math.MaxUint16:
-		return append(b, mpMap16, byte(n>>8), byte(n))
-	}
-	return append(b, mpMap32, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
-}
-
-func appendArrayLen(b []byte, n int) []byte {
-	switch {
-	case n < 16:
-		return append(b, mpFixArray|byte(n))
-	case n <= math.MaxUint16:
-		return append(b, mpArray16, byte(n>>8), byte(n))
-	}
-	return append(b, mpArray32, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
-}
-
-func appendStr(b []byte, s string) []byte {
-	n := len(s)
-	switch {
-	case n < 32:
-		b = append(b, mpFixStr|byte(n))
-	case n < 256:
-		b = append(b, mpStr8, byte(n))
-	case n <= math.MaxUint16:
-		b = append(b, mpStr16, byte(n>>8), byte(n))
-	default:
-		b = append(b, mpStr32, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
-	}
-	return append(b, s...)
-}
-
-func appendBin(b []byte, p []byte) []byte {
-	if p == nil {
-		return append(b, mpNil)
-	}
-	n := len(p)
-	switch {
-	case n < 256:
-		b = append(b, mpBin8, byte(n))
-	case n <= math.MaxUint16:
-		b = append(b, mpBin16, byte(n>>8), byte(n))
-	default:
-		b = append(b, mpBin32, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
-	}
-	return append(b, p...)
-}
-
-func append8(b []byte, code byte, n uint64) []byte {
-	return append(b, code, byte(n>>56), byte(n>>48), byte(n>>40), byte(n>>32),
-		byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
-}
-
-func appendI32(b []byte, n int32) []byte {
-	u := uint32(n)
-	return append(b, mpInt32, byte(u>>24), byte(u>>16), byte(u>>8), byte(u))
-}
-
-func appendBool(b []byte, v bool) []byte {
-	if v {
-		return append(b, mpTrue)
-	}
-	return append(b, mpFalse)
-}
-
 // jobFields is the number of fields of Job, each written by appendJob.
 const jobFields = 24
 
@@ -418,31 +325,31 @@ const jobMinBytes = 128
 // appendJob appends the encoding of j: a map of its jobFields fields, keyed
 // by field name in field order.
 func appendJob(b []byte, j *Job) []byte {
-	b = appendMapLen(b, jobFields)
-	b = appendStr(appendStr(b, "ID"), j.ID)
-	b = appendStr(appendStr(b, "Stream"), j.Stream)
-	b = appendStr(appendStr(b, "Handler"), j.Handler)
-	b = appendStr(appendStr(b, "Queue"), j.Queue)
-	b = append(appendStr(b, "Priority"), mpUint8, j.Priority)
-	b = append8(appendStr(b, "EnqueueSeq"), mpUint64, j.EnqueueSeq)
-	b = append8(appendStr(b, "AvailableAt"), mpInt64, uint64(j.AvailableAt))
-	b = appendRetry(appendStr(b, "Retry"), &j.Retry)
-	b = append8(appendStr(b, "DeliveryTimeoutNanos"), mpInt64, uint64(j.DeliveryTimeoutNanos))
-	b = appendStr(appendStr(b, "UniqueKey"), j.UniqueKey)
-	b = appendBin(appendStr(b, "Payload"), j.Payload)
-	b = appendStr(appendStr(b, "WorkflowID"), j.WorkflowID)
-	b = appendI32(appendStr(b, "Step"), j.Step)
-	b = appendI32(appendStr(b, "Branch"), j.Branch)
-	b = append(appendStr(b, "Status"), mpUint8, uint8(j.Status))
-	b = appendI32(appendStr(b, "Attempts"), j.Attempts)
-	b = appendI32(appendStr(b, "Consumed"), j.Consumed)
-	b = append8(appendStr(b, "Token"), mpUint64, j.Token)
-	b = append8(appendStr(b, "StartAt"), mpInt64, uint64(j.StartAt))
-	b = append8(appendStr(b, "HardAt"), mpInt64, uint64(j.HardAt))
-	b = append8(appendStr(b, "NormalAt"), mpInt64, uint64(j.NormalAt))
-	b = appendStr(appendStr(b, "LastCode"), j.LastCode)
-	b = appendStr(appendStr(b, "LastError"), j.LastError)
-	return appendBool(appendStr(b, "Lost"), j.Lost)
+	b = mpwrite.AppendMapLen(b, jobFields)
+	b = mpwrite.AppendString(mpwrite.AppendString(b, "ID"), j.ID)
+	b = mpwrite.AppendString(mpwrite.AppendString(b, "Stream"), j.Stream)
+	b = mpwrite.AppendString(mpwrite.AppendString(b, "Handler"), j.Handler)
+	b = mpwrite.AppendString(mpwrite.AppendString(b, "Queue"), j.Queue)
+	b = mpwrite.AppendUint8(mpwrite.AppendString(b, "Priority"), j.Priority)
+	b = mpwrite.AppendUint64(mpwrite.AppendString(b, "EnqueueSeq"), j.EnqueueSeq)
+	b = mpwrite.AppendInt64(mpwrite.AppendString(b, "AvailableAt"), j.AvailableAt)
+	b = appendRetry(mpwrite.AppendString(b, "Retry"), &j.Retry)
+	b = mpwrite.AppendInt64(mpwrite.AppendString(b, "DeliveryTimeoutNanos"), j.DeliveryTimeoutNanos)
+	b = mpwrite.AppendString(mpwrite.AppendString(b, "UniqueKey"), j.UniqueKey)
+	b = mpwrite.AppendBin(mpwrite.AppendString(b, "Payload"), j.Payload)
+	b = mpwrite.AppendString(mpwrite.AppendString(b, "WorkflowID"), j.WorkflowID)
+	b = mpwrite.AppendInt32(mpwrite.AppendString(b, "Step"), j.Step)
+	b = mpwrite.AppendInt32(mpwrite.AppendString(b, "Branch"), j.Branch)
+	b = mpwrite.AppendUint8(mpwrite.AppendString(b, "Status"), uint8(j.Status))
+	b = mpwrite.AppendInt32(mpwrite.AppendString(b, "Attempts"), j.Attempts)
+	b = mpwrite.AppendInt32(mpwrite.AppendString(b, "Consumed"), j.Consumed)
+	b = mpwrite.AppendUint64(mpwrite.AppendString(b, "Token"), j.Token)
+	b = mpwrite.AppendInt64(mpwrite.AppendString(b, "StartAt"), j.StartAt)
+	b = mpwrite.AppendInt64(mpwrite.AppendString(b, "HardAt"), j.HardAt)
+	b = mpwrite.AppendInt64(mpwrite.AppendString(b, "NormalAt"), j.NormalAt)
+	b = mpwrite.AppendString(mpwrite.AppendString(b, "LastCode"), j.LastCode)
+	b = mpwrite.AppendString(mpwrite.AppendString(b, "LastError"), j.LastError)
+	return mpwrite.AppendBool(mpwrite.AppendString(b, "Lost"), j.Lost)
 }
 
 // appendRetry appends p as the reflection encoder writes a
@@ -452,16 +359,16 @@ func appendRetry(b []byte, p *record.RetryPolicy) []byte {
 	if len(p.ListNanos) > 0 {
 		n = 6
 	}
-	b = appendMapLen(b, n)
-	b = appendI32(appendStr(b, "max_attempts"), p.MaxAttempts)
-	b = append(appendStr(b, "backoff"), mpUint8, uint8(p.Backoff))
-	b = append8(appendStr(b, "base_ns"), mpInt64, uint64(p.BaseNanos))
-	b = append8(appendStr(b, "max_ns"), mpInt64, uint64(p.MaxNanos))
-	b = append8(appendStr(b, "jitter"), mpDouble, math.Float64bits(p.JitterRatio))
+	b = mpwrite.AppendMapLen(b, n)
+	b = mpwrite.AppendInt32(mpwrite.AppendString(b, "max_attempts"), p.MaxAttempts)
+	b = mpwrite.AppendUint8(mpwrite.AppendString(b, "backoff"), uint8(p.Backoff))
+	b = mpwrite.AppendInt64(mpwrite.AppendString(b, "base_ns"), p.BaseNanos)
+	b = mpwrite.AppendInt64(mpwrite.AppendString(b, "max_ns"), p.MaxNanos)
+	b = mpwrite.AppendFloat64(mpwrite.AppendString(b, "jitter"), p.JitterRatio)
 	if n == 6 {
-		b = appendArrayLen(appendStr(b, "list_ns"), len(p.ListNanos))
+		b = mpwrite.AppendArrayLen(mpwrite.AppendString(b, "list_ns"), len(p.ListNanos))
 		for _, v := range p.ListNanos {
-			b = append8(b, mpInt64, uint64(v))
+			b = mpwrite.AppendInt64(b, v)
 		}
 	}
 	return b

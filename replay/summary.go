@@ -6,6 +6,7 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/quire-dev/quire/internal/mpwrite"
 	"github.com/quire-dev/quire/journal/record"
 )
 
@@ -47,25 +48,25 @@ func EncodeSummary(s JobSummary) ([]byte, error) {
 		}
 	}
 	b := make([]byte, 0, 160+len(s.ID)+len(s.Handler)+len(s.Queue)+len(s.LastCode)+len(s.LastError)+len(s.WorkflowID))
-	b = appendMapLen(b, n)
-	b = appendStr(appendStr(b, "id"), s.ID)
-	b = appendStr(appendStr(b, "handler"), s.Handler)
-	b = appendStr(appendStr(b, "queue"), s.Queue)
-	b = append(appendStr(b, "priority"), mpUint8, s.Priority)
-	b = append(appendStr(b, "status"), mpUint8, uint8(s.Status))
-	b = appendI32(appendStr(b, "attempts"), s.Attempts)
-	b = appendI32(appendStr(b, "consumed"), s.Consumed)
-	b = append8(appendStr(b, "finished_at"), mpInt64, uint64(s.FinishedAt))
+	b = mpwrite.AppendMapLen(b, n)
+	b = mpwrite.AppendString(mpwrite.AppendString(b, "id"), s.ID)
+	b = mpwrite.AppendString(mpwrite.AppendString(b, "handler"), s.Handler)
+	b = mpwrite.AppendString(mpwrite.AppendString(b, "queue"), s.Queue)
+	b = mpwrite.AppendUint8(mpwrite.AppendString(b, "priority"), s.Priority)
+	b = mpwrite.AppendUint8(mpwrite.AppendString(b, "status"), uint8(s.Status))
+	b = mpwrite.AppendInt32(mpwrite.AppendString(b, "attempts"), s.Attempts)
+	b = mpwrite.AppendInt32(mpwrite.AppendString(b, "consumed"), s.Consumed)
+	b = mpwrite.AppendInt64(mpwrite.AppendString(b, "finished_at"), s.FinishedAt)
 	if s.LastCode != "" {
-		b = appendStr(appendStr(b, "last_code"), s.LastCode)
+		b = mpwrite.AppendString(mpwrite.AppendString(b, "last_code"), s.LastCode)
 	}
 	if s.LastError != "" {
-		b = appendStr(appendStr(b, "last_error"), s.LastError)
+		b = mpwrite.AppendString(mpwrite.AppendString(b, "last_error"), s.LastError)
 	}
 	if s.WorkflowID != "" {
-		b = appendStr(appendStr(b, "workflow_id"), s.WorkflowID)
+		b = mpwrite.AppendString(mpwrite.AppendString(b, "workflow_id"), s.WorkflowID)
 	}
-	return append8(appendStr(b, "seq"), mpUint64, s.Seq), nil
+	return mpwrite.AppendUint64(mpwrite.AppendString(b, "seq"), s.Seq), nil
 }
 
 // DecodeSummary decodes a terminal-index value, treating it as hostile.

@@ -3,6 +3,7 @@ package record
 import (
 	"bytes"
 	"fmt"
+	"reflect"
 
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -14,8 +15,19 @@ import (
 const ValueBytesMax = 16 << 20
 
 // EncodeBody returns the canonical msgpack encoding of b: struct fields in
-// declaration order, map keys sorted.
+// declaration order, map keys sorted. The hot kinds encode themselves by
+// hand (bodyAppender) into one buffer sized up front; the others go through
+// msgpack's reflection encoder. Both give the same bytes.
 func EncodeBody(b Body) ([]byte, error) {
+	if a, ok := b.(bodyAppender); ok && !reflect.ValueOf(a).IsNil() {
+		return a.appendBody(make([]byte, 0, a.bodyBytesMax())), nil
+	}
+	return encodeReflect(b)
+}
+
+// encodeReflect is EncodeBody through msgpack's reflection encoder: the
+// reference the hand encoders are held to.
+func encodeReflect(b Body) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := msgpack.NewEncoder(&buf)
 	enc.SetSortMapKeys(true)

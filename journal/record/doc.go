@@ -5,9 +5,11 @@
 // it (spec/reliability.md §3, §4).
 //
 // It is a leaf: besides the standard library it may import only
-// github.com/vmihailenco/msgpack/v5 and github.com/oklog/ulid/v2. It must not
-// import Pebble or any other quire package; the journal stores what this
-// package encodes, and replay folds what it decodes.
+// github.com/vmihailenco/msgpack/v5, github.com/oklog/ulid/v2 and quire's
+// standard-library-only helpers under internal/ (internal/mpwrite writes the
+// hot bodies by hand). It must not import Pebble or any other quire
+// package; the journal stores what this package encodes, and replay folds
+// what it decodes.
 //
 // # Envelope
 //
