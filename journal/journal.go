@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	iofs "io/fs"
 	"math"
 	"sync"
@@ -77,6 +78,10 @@ type Journal struct {
 	ackCh   chan struct{}
 
 	m metrics
+
+	// health stops the disk-health checker wrapped around the FS (nil if
+	// none); Close calls it after the store closed.
+	health io.Closer
 }
 
 // openIter is an iterator registered with its journal so that Close can
@@ -220,16 +225,24 @@ func Open(dir string, opts Options) (*Journal, error) {
 	if err := j.checkDir(); err != nil {
 		return nil, err
 	}
+	listener := &pebble.EventListener{
+		DataCorruption:  j.onCorruption,
+		BackgroundError: func(error) { j.m.backgroundErrs.Add(1) },
+		DiskSlow:        func(pebble.DiskSlowInfo) { j.m.diskSlow.Add(1) },
+	}
+	fs := o.FS
+	if o.DiskSlowThreshold > 0 && !o.ReadOnly {
+		// Pebble installs this check only when Options.FS is nil; we
+		// always pass an FS, so the journal wraps it itself.
+		fs, j.health = vfs.WithDiskHealthChecks(fs, o.DiskSlowThreshold, nil,
+			func(info vfs.DiskSlowInfo) { listener.DiskSlow(info) })
+	}
 	popts := &pebble.Options{
-		FS:                 o.FS,
+		FS:                 fs,
 		FormatMajorVersion: pebble.FormatNewest,
 		Logger:             failStopLogger{j},
-		EventListener: &pebble.EventListener{
-			DataCorruption:  j.onCorruption,
-			BackgroundError: func(error) { j.m.backgroundErrs.Add(1) },
-			DiskSlow:        func(pebble.DiskSlowInfo) { j.m.diskSlow.Add(1) },
-		},
-		ReadOnly: o.ReadOnly,
+		EventListener:      listener,
+		ReadOnly:           o.ReadOnly,
 	}
 	err := guard(func() error {
 		db, err := pebble.Open(dir, popts)
@@ -257,6 +270,9 @@ func Open(dir string, opts Options) (*Journal, error) {
 		// compactions in the background for the life of the process.
 		if j.db != nil && !j.broken.Load() {
 			_ = guard(j.db.Close)
+		}
+		if j.health != nil && !j.broken.Load() {
+			_ = j.health.Close()
 		}
 		var ce *CorruptError
 		if errors.As(err, &ce) || errors.Is(err, ErrNotJournal) || errors.Is(err, record.ErrNewerVersion) {
@@ -580,6 +596,9 @@ func (j *Journal) close() error {
 	err := guard(j.db.Close)
 	if errors.Is(err, errFatal) {
 		return j.failStopError("close")
+	}
+	if j.health != nil {
+		_ = j.health.Close()
 	}
 	if err != nil {
 		return pebbleError("close", err)

@@ -1,6 +1,8 @@
 package journal
 
 import (
+	"time"
+
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/quire-dev/quire/clock"
@@ -13,6 +15,9 @@ const (
 	GroupBytesMaxDefault    = 4 << 20
 	QueueDepthDefault       = 4096
 	SnapshotBytesMaxDefault = 64 << 20
+
+	// DiskSlowThresholdDefault is Pebble's own default.
+	DiskSlowThresholdDefault = 5 * time.Second
 
 	recordBytesMaxLow   = 1 << 10
 	recordBytesMaxHigh  = 64 << 20
@@ -66,6 +71,15 @@ type Options struct {
 	// means a new ULID (Clock time, crypto/rand entropy). At most 127 bytes.
 	EngineID string
 
+	// DiskSlowThreshold is how long one file write or sync, or one
+	// create, rename or remove, may be in flight before Pebble's
+	// disk-health check reports the disk as slow, counted in
+	// [Metrics].DiskSlow (a report only: nothing fails). Zero means 5s;
+	// negative disables the check. The check looks every 2 s, so an
+	// operation is reported once it has run past the threshold and a check
+	// came by. Ignored when ReadOnly.
+	DiskSlowThreshold time.Duration
+
 	// ReadOnly opens an existing journal for inspection (qctl): Pebble in
 	// read-only mode, no writer goroutine, no WAL rotation. Appends and
 	// snapshot writes return [ErrReadOnly]. A missing directory is an
@@ -91,6 +105,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.SnapshotBytesMax == 0 {
 		o.SnapshotBytesMax = SnapshotBytesMaxDefault
+	}
+	if o.DiskSlowThreshold == 0 {
+		o.DiskSlowThreshold = DiskSlowThresholdDefault
 	}
 	return o
 }

@@ -87,6 +87,11 @@ var rules = map[string]rule{
 		quire: []string{"sim", "api", "replay", "journal/record", "journal", "deadlines", "scheduler", "clock", "clock/clocktest"},
 		third: []string{rapid},
 	},
+	// T11's golden journals (test files only): written through api,
+	// replayed through journal and replay, verified through qctl.
+	"tests/golden": {
+		quire: []string{"api", "journal", "journal/record", "replay", "qctl", "clock", "clock/clocktest"},
+	},
 	"examples/...": {
 		quire:     []string{"*"},
 		quireDeny: []string{"internal/...", "cmd/...", "tests/...", "examples/..."},
