@@ -121,6 +121,12 @@ const (
 	ReasonRuntimeCancellation = deadlines.ReasonRuntimeCancellation
 )
 
+// CodeReasonlessCancellation is the code of the debug record the engine
+// appends when an attempt's source is cancelled by a path that recorded no
+// reason: the attempt gets [ReasonRuntimeCancellation], the defensive
+// default, and the record's subject is the job's id (DL-15).
+const CodeReasonlessCancellation = scheduler.CodeReasonlessCancellation
+
 // Cancellation is a read-only view of an attempt's cancellation, or of a
 // termination hook's cleanup cancellation: a done channel, whether it
 // fired, and the first reason with its instant (DL-14, DL-16). The context

@@ -1998,3 +1998,479 @@ func TestDL27_WorkflowStepsUseThePipeline(t *testing.T) {
 	}
 	b.checkReplay()
 }
+
+// ---------------------------------------------------------------------------
+// Reasonless cancellation, owner teardown, workflow middleware and the
+// settlement cap, through the engine
+
+// debugRecords returns the journal's debug records with code, in order.
+func (b *testBundle) debugRecords(code string) []*record.Debug {
+	b.t.Helper()
+	var out []*record.Debug
+	for _, r := range b.records() {
+		if d, ok := r.Body.(*record.Debug); ok && d.Code == code {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// DL-15: an attempt whose source is cancelled by a path that names no
+// reason gets ReasonRuntimeCancellation, and the engine appends a debug
+// record about its job; a path that names its reason appends none.
+func TestDL15_ReasonlessCancellationAppendsDebugRecord(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		force  api.Reason
+		want   api.Reason
+		debugs int
+	}{
+		{"no_reason", deadlines.ReasonNone, api.ReasonRuntimeCancellation, 1},
+		{"named_reason", api.ReasonRuntimeFailure, api.ReasonRuntimeFailure, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := setup(t, nil)
+			p := newProbe()
+			p.free(t)
+			if err := api.Handle(b.eng, "work", p.handler()); err != nil {
+				t.Fatal(err)
+			}
+			id := b.enqueue("work", msg{})
+			b.start()
+			d := <-p.started
+			b.moveTo(t0, time.Second)
+			if err := api.Force(b.eng, c.force); err != nil {
+				t.Fatal(err)
+			}
+			wantReason(t, d, c.want, t0.Add(time.Second))
+			if err := api.Sync(b.eng); err != nil {
+				t.Fatal(err)
+			}
+			debugs := b.debugRecords(api.CodeReasonlessCancellation)
+			if len(debugs) != c.debugs {
+				t.Fatalf("%d debug records %s, want %d", len(debugs), api.CodeReasonlessCancellation, c.debugs)
+			}
+			if c.debugs == 1 && (debugs[0].Subject != id || !strings.Contains(debugs[0].Message, "runtime_cancellation")) {
+				t.Fatalf("debug record %+v, want one about job %s", *debugs[0], id)
+			}
+			p.ret(nil)
+			b.idle()
+			b.checkReplay()
+		})
+	}
+}
+
+// DL-30, DL-15, SD-14: when an attempt's owner is torn down (here the
+// runner stops because the engine is closed without a shutdown) while a
+// reason is set and cleanup is unfinished, its cleanup is not cut at once:
+// E = cap_root(min(H, now + 100 ms)). The spec's example: torn down at 25
+// with H = 40 and Hr = 30 → E = 25.1. The execution, still in its
+// cooperative window (forced at 24.9: F = 25.9, C = 25.15), is abandoned
+// at the teardown; its hook runs with cause OwnerAbandoned and Hk = 25.1 −
+// min(0.1/4, 0.25) = 25.075, and is still running when that ends. An
+// attempt with no reason gets ReasonRuntimeCancellation at the teardown,
+// with its debug record (DL-15). The owner settles nothing: the token
+// stays open for recovery (DL-44).
+func TestDL30_DL15_TornDownOwnerGetsFinalWindow(t *testing.T) {
+	at := func(s, ms int) time.Time {
+		return t0.Add(time.Duration(s)*time.Second + time.Duration(ms)*time.Millisecond)
+	}
+	for _, c := range []struct {
+		name     string
+		force    bool
+		reason   api.Reason
+		reasonAt time.Time
+		debugs   int
+	}{
+		{"forced_before", true, api.ReasonForcedShutdown, at(24, 900), 0},
+		{"no_reason", false, api.ReasonRuntimeCancellation, at(25, 0), 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHookProbe("h")
+			b := setup(t, func(o *api.Options) { o.DeliveryTimeout = 40 * time.Second })
+			t.Cleanup(func() { h.verdict <- nil }) // a failed test leaves no hook running
+			p := newProbe()
+			p.free(t)
+			if err := api.Handle(b.eng, "work", p.handler(), api.WithMiddleware(h.mw())); err != nil {
+				t.Fatal(err)
+			}
+			id := b.enqueue("work", msg{})
+			b.start()
+			d := <-p.started // S = 0, H = 40
+			if err := api.InstallRoot(b.eng, deadlines.NewRoot(t0, 30*time.Second)); err != nil {
+				t.Fatal(err) // Hr = 30, G = 28: H becomes 30, P 29
+			}
+			b.moveTo(t0, at(24, 900).Sub(t0))
+			if c.force {
+				if err := api.Force(b.eng, api.ReasonForcedShutdown); err != nil {
+					t.Fatal(err)
+				}
+			}
+			b.moveTo(t0, 25*time.Second)
+			dead, cancel := context.WithCancel(b.ctx)
+			cancel()
+			closed := make(chan error, 1)
+			go func() { closed <- b.eng.Close(dead) }()
+			var term *api.Termination
+			select {
+			case term = <-h.entered:
+			case err := <-closed:
+				t.Fatalf("the teardown cut cleanup at once: the engine closed (%v) and no hook ran", err)
+			}
+			wantAt(t, "hook deadline", term.Deadline().At(), at(25, 75))
+			if r, rat, ok := term.Reason(); !ok || r != c.reason || !rat.Equal(c.reasonAt) {
+				t.Fatalf("hook sees reason %v at %v", r, rat.Sub(t0))
+			}
+			if term.Cause() != api.OwnerAbandoned || term.Exit() != api.ExitNotStarted || term.ExecutionReturned() {
+				t.Fatalf("hook sees cause %v, exit %v, returned %v", term.Cause(), term.Exit(), term.ExecutionReturned())
+			}
+			wantReason(t, d, c.reason, c.reasonAt)
+			b.clk.Set(at(25, 75))
+			if err := <-closed; err != nil {
+				t.Fatalf("close: %v", err)
+			}
+			if r, rat, ok := term.Cancellation().Reason(); !ok || !rat.Equal(at(25, 75)) {
+				t.Fatalf("the hook's cleanup was cancelled with %v at %v, want at 25.075", r, rat.Sub(t0))
+			}
+			if q := api.QuarantineOf(b.eng); q.Executions != 1 || q.Unresolved != 0 {
+				t.Fatalf("quarantine %+v", q)
+			}
+			b.open()
+			if s := b.settlements(id); len(s) != 0 {
+				t.Fatalf("SD-14: a torn-down owner settled: %d settlements", len(s))
+			}
+			if debugs := b.debugRecords(api.CodeReasonlessCancellation); len(debugs) != c.debugs ||
+				(c.debugs == 1 && debugs[0].Subject != id) {
+				t.Fatalf("debug records %v, want %d about job %s", debugs, c.debugs, id)
+			}
+		})
+	}
+}
+
+// labelled returns n middleware named by their index.
+func labelled(n int) []api.Middleware {
+	out := make([]api.Middleware, n)
+	for i := range out {
+		out[i] = api.MiddlewareFuncs{Label: fmt.Sprint(i)}
+	}
+	return out
+}
+
+// DL-27: workflow middleware and guards take the "queue or workflow" place
+// of the order for every step attempt of their workflow, Parallel branches
+// included: global → queue → workflow Before, guards in the same order,
+// the step, then the Afters in reverse. Another workflow's steps do not
+// get them.
+func TestDL27_WorkflowMiddlewareOrder(t *testing.T) {
+	var rec recorder
+	tr := tracer{&rec}
+	b := setup(t, func(o *api.Options) {
+		o.Workers = 1 // one attempt at a time: one trace
+		o.Middleware = []api.Middleware{tr.mw("g", nil, nil)}
+		o.Guards = []api.Guard{tr.guard("g", nil)}
+		o.QueueOptions = map[string]api.QueueOptions{"default": {
+			Middleware: []api.Middleware{tr.mw("q", nil, nil)}, Guards: []api.Guard{tr.guard("q", nil)}}}
+	})
+	step := func(name string) api.StepFunc {
+		return func(ctx context.Context, d *api.Delivery, s api.State) (api.State, error) {
+			rec.add("step:" + name)
+			return nil, nil
+		}
+	}
+	if err := b.eng.Register(api.NewWorkflow("w").
+		WithMiddleware(tr.mw("w1", nil, nil)).WithMiddleware(tr.mw("w2", nil, nil)).
+		WithGuards(tr.guard("w", nil)).
+		Then("a", step("a")).Parallel("par", step("b0"), step("b1"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.eng.Register(api.NewWorkflow("plain").Then("p", step("p"))); err != nil {
+		t.Fatal(err)
+	}
+	b.start()
+	for _, c := range []struct {
+		workflow   string
+		steps      []string
+		want       string
+		middleware string
+	}{
+		{"w", []string{"a", "b0", "b1"},
+			"before:g before:q before:w1 before:w2 guard:g guard:q guard:w step:%s after:w2(false) after:w1(false) after:q(false) after:g(false)",
+			"g q w1 w2"},
+		{"plain", []string{"p"},
+			"before:g before:q guard:g guard:q step:%s after:q(false) after:g(false)",
+			"g q"},
+	} {
+		n := len(rec.get())
+		settled := countKind(b.records(), record.KindAttemptSucceeded)
+		id, err := b.eng.Dispatch(b.ctx, c.workflow, api.State{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.idle()
+		if info, err := b.eng.Workflow(b.ctx, id); err != nil || info.Status != api.WorkflowCompleted {
+			t.Fatalf("workflow %s: %+v, %v", c.workflow, info, err)
+		}
+		var want []string
+		for _, s := range c.steps {
+			want = append(want, fmt.Sprintf(c.want, s))
+		}
+		if got := strings.Join(rec.get()[n:], " "); got != strings.Join(want, " ") {
+			t.Fatalf("workflow %s ran\n%s\nwant\n%s", c.workflow, got, strings.Join(want, " "))
+		}
+		var audits []string
+		for _, r := range b.records() {
+			if r.Kind() == record.KindAttemptSucceeded {
+				audits = append(audits, strings.Join(outcome(r).Middleware, " "))
+			}
+		}
+		for _, got := range audits[settled:] {
+			if got != c.middleware {
+				t.Fatalf("workflow %s: settlement records middleware %q, want %q", c.workflow, got, c.middleware)
+			}
+		}
+	}
+	b.checkReplay()
+}
+
+// DL-27: workflow middleware count in the 64 in effect for one step
+// attempt (global, the largest queue plan and workflow together); more, a
+// nil entry, or middleware on one step is refused by Register with an
+// error naming the option.
+func TestDL27_WorkflowPlanValidation(t *testing.T) {
+	b := setup(t, func(o *api.Options) {
+		o.Middleware = labelled(40)
+		o.QueueOptions = map[string]api.QueueOptions{"big": {Middleware: labelled(20)}}
+	})
+	step := func(ctx context.Context, d *api.Delivery, s api.State) (api.State, error) { return nil, nil }
+	if err := b.eng.Register(api.NewWorkflow("ok").WithMiddleware(labelled(4)...).Then("s", step)); err != nil {
+		t.Fatalf("64 middleware in effect: %v", err)
+	}
+	guards := make([]api.Guard, api.GuardsMax+1)
+	for i := range guards {
+		guards[i] = func(context.Context, *api.Delivery) error { return nil }
+	}
+	for _, c := range []struct {
+		w      *api.Workflow
+		option string
+		step   string
+	}{
+		{api.NewWorkflow("over").WithMiddleware(labelled(5)...).Then("s", step), "WithMiddleware", ""},
+		{api.NewWorkflow("nil_mw").WithMiddleware(nil).Then("s", step), "WithMiddleware", ""},
+		{api.NewWorkflow("guards_over").WithGuards(guards...).Then("s", step), "WithGuards", ""},
+		{api.NewWorkflow("nil_guard").WithGuards(nil).Then("s", step), "WithGuards", ""},
+		{api.NewWorkflow("step_mw").Then("s", step, api.WithMiddleware(labelled(1)...)), "WithMiddleware", "s"},
+	} {
+		err := b.eng.Register(c.w)
+		var we *api.WorkflowError
+		if !errors.As(err, &we) || !errors.Is(err, api.ErrInvalidOption) || we.Option != c.option || we.Step != c.step ||
+			!strings.Contains(err.Error(), c.option) {
+			t.Fatalf("want a WorkflowError naming %s, got %v", c.option, err)
+		}
+	}
+}
+
+// commitGate holds the engine's journal commits while on: an append, once
+// committed, waits until the test passes it, so that the engine has not
+// observed the commit yet.
+type commitGate struct {
+	on      atomic.Bool
+	held    chan []uint64
+	release chan struct{}
+	done    chan struct{}
+	stopped sync.Once
+}
+
+// newCommitGate installs a gate on the engines opened afterwards. Call
+// stop in a cleanup registered after setup's, so that it runs first.
+func newCommitGate(t *testing.T) *commitGate {
+	g := &commitGate{held: make(chan []uint64, 1), release: make(chan struct{}), done: make(chan struct{})}
+	api.SetAfterAppendHook(func(seqs []uint64) {
+		if !g.on.Load() {
+			return
+		}
+		g.held <- seqs
+		select {
+		case <-g.release:
+		case <-g.done:
+		}
+	})
+	t.Cleanup(func() { api.SetAfterAppendHook(nil) })
+	return g
+}
+
+// pass lets the held append return.
+func (g *commitGate) pass() { g.release <- struct{}{} }
+
+// stop lets every append through from now on.
+func (g *commitGate) stop() {
+	g.stopped.Do(func() {
+		g.on.Store(false)
+		close(g.done)
+	})
+}
+
+// DL-39: one settlement append waits at most min(SettlementTimeout,
+// Hr − now), from the instant the settlement is decided, and a root
+// installed during the wait shortens the same wait. When it ends without
+// a commit the engine stops waiting and marks the attempt Unresolved; it
+// never appends a second settlement for the token: the held commit lands
+// alone, and replay decides from it.
+func TestDL39_SettlementWaitIsCapped(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		timeout    time.Duration
+		rootAt     time.Duration // when a root from t0 is installed; < 0 for none
+		rootTotal  time.Duration
+		settleAt   time.Duration // when the handler returns and the settlement is decided
+		unresolved time.Duration // when the wait ends
+	}{
+		{"settlement_timeout", 5 * time.Second, -1, 0, time.Second, 6 * time.Second},
+		{"root_time_left", 5 * time.Second, 0, time.Second, ms(300), time.Second}, // min(5, 1 − 0.3)
+		{"timeout_under_root", ms(200), 0, time.Second, ms(300), ms(500)},
+		{"root_during_wait", 5 * time.Second, 2 * time.Second, 3 * time.Second, time.Second, 3 * time.Second}, // 6 → 3
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g := newCommitGate(t)
+			b := setup(t, func(o *api.Options) { o.SettlementTimeout = c.timeout })
+			t.Cleanup(g.stop)
+			p := newProbe()
+			p.free(t)
+			if err := api.Handle(b.eng, "work", p.handler()); err != nil {
+				t.Fatal(err)
+			}
+			id := b.enqueue("work", msg{})
+			b.start()
+			<-p.started
+			root := deadlines.NewRoot(t0, c.rootTotal)
+			if c.rootAt == 0 {
+				if err := api.InstallRoot(b.eng, root); err != nil {
+					t.Fatal(err)
+				}
+			}
+			b.moveTo(t0, c.settleAt)
+			g.on.Store(true)
+			p.ret(nil)
+			<-g.held // the settlement is committed, the engine has not observed it
+			if c.rootAt > 0 {
+				b.clk.Set(t0.Add(c.rootAt))
+				if err := api.InstallRoot(b.eng, root); err != nil {
+					t.Fatal(err)
+				}
+			}
+			observe := func(d time.Duration) int {
+				t.Helper()
+				b.clk.Set(t0.Add(d))
+				if err := api.Observe(b.eng); err != nil {
+					t.Fatal(err)
+				}
+				return api.QuarantineOf(b.eng).Unresolved
+			}
+			if n := observe(c.unresolved - 1); n != 0 {
+				t.Fatalf("Unresolved %d before the wait ends", n)
+			}
+			if n := observe(c.unresolved); n != 1 {
+				t.Fatalf("Unresolved %d once the wait ends", n)
+			}
+			g.stop()
+			if err := api.Sync(b.eng); err != nil {
+				t.Fatal(err)
+			}
+			if s := b.settlements(id); len(s) != 1 || api.QuarantineOf(b.eng).Unresolved != 1 {
+				t.Fatalf("%d settlements, quarantine %+v", len(s), api.QuarantineOf(b.eng))
+			}
+			b.checkReplay()
+		})
+	}
+}
+
+// DL-39: an already expired root starts no settlement. The engine first
+// observes the attempt at Hr = 1, past its cooperative deadline (notified
+// at G = 0.75, C = 0.796875): it is abandoned there, its settlement is
+// never appended and it counts Unresolved; the late return is fenced, and
+// the token stays open for recovery (DL-44).
+func TestDL39_ExpiredRootStartsNoSettlement(t *testing.T) {
+	b := setup(t, nil)
+	p := newProbe()
+	p.free(t)
+	if err := api.Handle(b.eng, "work", p.handler()); err != nil {
+		t.Fatal(err)
+	}
+	id := b.enqueue("work", msg{})
+	b.start()
+	<-p.started
+	if err := api.InstallRoot(b.eng, deadlines.NewRoot(t0, time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	b.moveTo(t0, time.Second)
+	if q := api.QuarantineOf(b.eng); q.Unresolved != 1 {
+		t.Fatalf("quarantine %+v", q)
+	}
+	p.ret(nil)
+	if err := api.WaitQuarantine(b.eng); err != nil {
+		t.Fatal(err)
+	}
+	if err := api.Sync(b.eng); err != nil {
+		t.Fatal(err)
+	}
+	if s := b.settlements(id); len(s) != 0 {
+		t.Fatalf("%d settlements after the root expired", len(s))
+	}
+	b.wantStatus(id, api.JobProcessing)
+	if q := api.QuarantineOf(b.eng); q.Fenced != 1 || q.Unresolved != 1 {
+		t.Fatalf("quarantine %+v", q)
+	}
+}
+
+// DL-39: a follow-up append never gets a new budget. The settlement decided
+// at C = 1.625 (T = 2 s) waits behind a held commit until 6, and its own
+// commit is then held too: it is Unresolved at 1.625 + 5 s, not 5 s after
+// its append began, and it is never appended a second time.
+func TestDL39_FollowUpAppendGetsNoNewBudget(t *testing.T) {
+	g := newCommitGate(t)
+	b := setup(t, func(o *api.Options) { o.DeliveryTimeout = 2 * time.Second })
+	t.Cleanup(g.stop)
+	p := newProbe()
+	p.free(t)
+	if err := api.Handle(b.eng, "work", p.handler()); err != nil {
+		t.Fatal(err)
+	}
+	id := b.enqueue("work", msg{}, api.MaxAttempts(1)) // buried at C: no retry runs
+	b.start()
+	<-p.started
+	g.on.Store(true)
+	enqueued := make(chan error, 1)
+	go func() {
+		_, err := b.eng.Enqueue(b.ctx, "work", msg{N: 2}, api.Delay(time.Hour))
+		enqueued <- err
+	}()
+	<-g.held // the committer is busy with the enqueue
+	observe := func(d time.Duration) int {
+		t.Helper()
+		b.clk.Set(t0.Add(d))
+		if err := api.Observe(b.eng); err != nil {
+			t.Fatal(err)
+		}
+		return api.QuarantineOf(b.eng).Unresolved
+	}
+	observe(ms(1500)) // notified at P
+	observe(ms(1625)) // abandoned at C: the settlement is decided, its wait ends at 6.625
+	b.clk.Set(t0.Add(6 * time.Second))
+	g.pass() // the enqueue is acknowledged; the settlement's append begins
+	<-g.held
+	if err := <-enqueued; err != nil {
+		t.Fatal(err)
+	}
+	if n := observe(ms(6625) - 1); n != 0 {
+		t.Fatalf("Unresolved %d before the wait ends", n)
+	}
+	if n := observe(ms(6625)); n != 1 {
+		t.Fatalf("Unresolved %d at 6.625: the follow-up append got a new budget", n)
+	}
+	g.stop()
+	if err := api.Sync(b.eng); err != nil {
+		t.Fatal(err)
+	}
+	if s := b.settlements(id); len(s) != 1 || api.QuarantineOf(b.eng).Unresolved != 1 {
+		t.Fatalf("%d settlements, quarantine %+v", len(s), api.QuarantineOf(b.eng))
+	}
+}

@@ -99,6 +99,7 @@ type Engine struct {
 	crashed bool
 
 	coord       *shutdown.Coordinator
+	runStarted  bool // run_started is acknowledged (set once, in Open)
 	counts      settleCounts
 	initiated   atomic.Bool // the engine installed a shutdown root
 	started     chan struct{}
@@ -109,20 +110,28 @@ type Engine struct {
 // Open opens (or creates) the journal in opts.Dir, replays it from the
 // newest valid snapshot, recovers attempts a crash left open (DL-44) and
 // appends run_started. Options are validated first: an invalid one returns
-// an [*OptionError] and touches nothing. A journal written by a newer
-// version, or one that fails its checks, refuses to open with the reason.
-// The engine starts no attempt until [Engine.Start] or [Engine.Run].
+// an [*OptionError] and touches nothing, and the engine owns nothing. Once
+// the options are accepted the engine owns [Options.OwnedResources]: if a
+// later step fails or ctx ends, Open rolls back as a shutdown with trigger
+// startup_failure and returns a [*StartupError] carrying its report
+// (SD-35). A journal written by a newer version, or one that fails its
+// checks, refuses to open with the reason. The engine starts no attempt
+// until [Engine.Start] or [Engine.Run].
 func Open(ctx context.Context, opts Options) (*Engine, error) {
 	opts = opts.withDefaults()
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("quire: open %s: %w", opts.Dir, err)
-	}
 	clk := opts.Clock
 	if clk == nil {
 		clk = clock.System()
+	}
+	e := &Engine{opts: opts, clk: clk, closed: make(chan struct{}), started: make(chan struct{}), lifecycle: Recovering,
+		handlers: make(map[string]*handlerEntry), workflows: make(map[string]*scheduler.WorkflowDef),
+		deadlineHandlers: make(map[string]*deadlineEntry)}
+	// From here on every failure rolls back (SD-35).
+	if err := ctx.Err(); err != nil {
+		return nil, e.rollBack("open", fmt.Errorf("quire: open %s: %w", opts.Dir, err))
 	}
 	entropy := opts.Entropy
 	if entropy == nil {
@@ -132,7 +141,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	if src == nil {
 		var seed [16]byte
 		if _, err := io.ReadFull(crand.Reader, seed[:]); err != nil {
-			return nil, fmt.Errorf("quire: seed jitter source: %w", err)
+			return nil, e.rollBack("seed", fmt.Errorf("quire: seed jitter source: %w", err))
 		}
 		src = rand.NewPCG(binary.LittleEndian.Uint64(seed[:8]), binary.LittleEndian.Uint64(seed[8:]))
 	}
@@ -140,15 +149,15 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 
 	j, err := journal.Open(opts.Dir, journal.Options{FS: opts.FS, Clock: clk, RecordBytesMax: opts.RecordBytesMax})
 	if err != nil {
-		return nil, fmt.Errorf("quire: open journal %s: %w", opts.Dir, err)
+		return nil, e.rollBack("open journal", fmt.Errorf("quire: open journal %s: %w", opts.Dir, err))
 	}
-	e := &Engine{opts: opts, clk: clk, j: j, closed: make(chan struct{}), started: make(chan struct{}), lifecycle: Recovering,
-		handlers: make(map[string]*handlerEntry), workflows: make(map[string]*scheduler.WorkflowDef),
-		deadlineHandlers: make(map[string]*deadlineEntry)}
+	e.j = j
+	if err := startupStep("replay"); err != nil {
+		return nil, e.rollBack("replay", err)
+	}
 	st, err := e.load()
 	if err != nil {
-		j.Close()
-		return nil, err
+		return nil, e.rollBack("replay", err)
 	}
 	newID := func(prefix string, now time.Time) string {
 		return prefix + ulid.MustNew(ulid.Timestamp(now), entropy).String()
@@ -176,19 +185,25 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		DeadlineCheckInterval: opts.DeadlineCheckInterval,
 		SettlementTimeout:     opts.SettlementTimeout,
 	}, e.m)
+	owned, telemetry := opts.owned()
 	e.coord, err = shutdown.New(shutdown.Options{
 		Clock:             clk,
 		Engine:            shutdownEngine{e},
 		Journal:           shutdownJournal{e},
 		ShutdownTimeout:   opts.ShutdownTimeout,
 		SettlementTimeout: opts.SettlementTimeout,
+		OwnedResources:    owned,
+		Telemetry:         telemetry,
 	})
 	if err != nil {
-		j.Close()
-		return nil, fmt.Errorf("quire: shutdown options: %w", err)
+		// Unreachable: the options were validated.
+		return nil, e.rollBack("shutdown options", fmt.Errorf("quire: shutdown options: %w", err))
 	}
 	e.r.Start()
 	runID := newID("run_", clk.Now())
+	if err := startupStep("recover"); err != nil {
+		return nil, e.rollBack("recover", err)
+	}
 	var interrupted *replay.Run
 	err = e.r.Submit(ctx, func(m *scheduler.Machine, now time.Time) (scheduler.Decision, error) {
 		if prev := m.State().LastRun(); prev != nil && prev.Shutdown.Initiated != nil && prev.Shutdown.Report == nil {
@@ -200,20 +215,22 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		return d, nil
 	})
 	if err != nil {
-		e.r.Stop(context.Background())
-		e.closeJournal()
-		return nil, fmt.Errorf("quire: recover %s: %w", opts.Dir, err)
+		return nil, e.rollBack("recover", fmt.Errorf("quire: recover %s: %w", opts.Dir, err))
 	}
+	// run_started is acknowledged: the journal holds this run, and the
+	// shutdown records of a rollback belong to it.
+	e.runStarted = true
 	if prev := interrupted; prev != nil {
 		// SD-36: say so, invent no report; attempts it left open were
 		// handled by Recover (DL-44).
 		err = e.r.Note(ctx, &record.Debug{Subject: prev.RunID, Code: CodeShutdownInterrupted,
 			Message: fmt.Sprintf("run %s initiated a shutdown (%s) and has no shutdown report", prev.RunID, prev.Shutdown.Initiated.Trigger)})
 		if err != nil {
-			e.r.Stop(context.Background())
-			e.closeJournal()
-			return nil, fmt.Errorf("quire: recover %s: %w", opts.Dir, err)
+			return nil, e.rollBack("recover", fmt.Errorf("quire: recover %s: %w", opts.Dir, err))
 		}
+	}
+	if err := startupStep("ready"); err != nil {
+		return nil, e.rollBack("ready", err)
 	}
 	e.stats.RunID = runID
 	e.setLifecycle(Ready)
@@ -346,9 +363,13 @@ func (e *Engine) setLifecycle(l Lifecycle) {
 
 func (e *Engine) onFatal(err error) {
 	e.mu.Lock()
+	starting := e.lifecycle == Recovering
 	e.fatal = err
 	e.lifecycle = Failed
 	e.mu.Unlock()
+	if starting {
+		return // Open rolls back, with trigger startup_failure (SD-35)
+	}
 	// On the runner's loop: the coordinator's first act calls the runner,
 	// so it runs on a goroutine of its own (SD-23).
 	go e.coord.Fail(CodeJournalCommitFailed)
@@ -432,7 +453,9 @@ func (e *Engine) submit(ctx context.Context, fn func(m *scheduler.Machine, now t
 
 // Start begins starting attempts: jobs become eligible as JB-2 says. It
 // returns at once; call [Engine.Close] to stop. Use [Engine.Run] instead in
-// a process that should stop on SIGINT or SIGTERM.
+// a process that should stop on SIGINT or SIGTERM. If starting fails
+// part-way or ctx ends, the engine rolls back as a shutdown with trigger
+// startup_failure and Start returns a [*StartupError] (SD-35).
 func (e *Engine) Start(ctx context.Context) error {
 	if err := e.admit(); err != nil {
 		return err
@@ -441,16 +464,25 @@ func (e *Engine) Start(ctx context.Context) error {
 	// after recovery, before the first dispatch, then every
 	// DeadlineCheckInterval; the check is decided ahead of any start.
 	if err := e.r.EnableDeadlineChecks(ctx); err != nil {
-		return err
+		return e.rollBack("start", err)
 	}
-	return e.r.SetDispatch(ctx, true)
+	if err := startupStep("start"); err != nil {
+		return e.rollBack("start", err)
+	}
+	if err := e.r.SetDispatch(ctx, true); err != nil {
+		return e.rollBack("start", err)
+	}
+	return nil
 }
 
 func (e *Engine) startOnce(ctx context.Context) error {
 	if err := e.admit(); err != nil {
 		return err
 	}
-	return e.r.SetDispatch(ctx, true)
+	if err := e.r.SetDispatch(ctx, true); err != nil {
+		return e.rollBack("start", err)
+	}
+	return nil
 }
 
 // Run starts the engine and blocks until its shutdown is over (SD-20):
@@ -476,9 +508,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		for {
 			select {
 			case s := <-sig:
-				t := signalTrigger(s)
-				if !e.coord.Initiate(t) {
-					e.coord.Force(t)
+				if e.signal(s) {
 					return
 				}
 			case <-ctxDone:
@@ -492,6 +522,20 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.coord.Wait(context.Background())
 	<-monDone
 	return e.finish()
+}
+
+// signal acts on one signal Run's listener received (SD-20): the first
+// SIGINT or SIGTERM initiates a graceful shutdown, a first SIGQUIT
+// initiates and forces, and any signal after the first requests force. It
+// reports whether force was requested by a later signal: the listener
+// then stops and the default handling applies again.
+func (e *Engine) signal(s os.Signal) (stop bool) {
+	t := signalTrigger(s)
+	if e.coord.Initiate(t) {
+		return false
+	}
+	e.coord.Force(t)
+	return true
 }
 
 func signalTrigger(s os.Signal) shutdown.Trigger {
@@ -551,8 +595,9 @@ func (e *Engine) finish() error {
 
 // Close shuts the engine down as [Engine.Shutdown] does. If ctx ends
 // before the shutdown is over, force is requested and the root is cut to
-// now: attempts still running are abandoned and released, and Close
-// returns once the journal is closed. If ctx has already ended and no
+// now: attempts still running are abandoned without a settlement (the
+// root has expired, DL-39) and are delivered again at the next Open
+// (DL-44), and Close returns once the journal is closed. If ctx has already ended and no
 // shutdown was initiated, Close abandons the engine without one, as a
 // crash would: running attempts are redelivered at the next Open (DL-44).
 // Later calls return the first result.

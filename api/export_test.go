@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"os"
 
 	"github.com/quire-dev/quire/deadlines"
 	"github.com/quire-dev/quire/journal"
@@ -30,6 +31,10 @@ func Force(e *Engine, reason deadlines.Reason) error {
 // clock's instant, without waiting for blocked handlers.
 func Sync(e *Engine) error { return e.r.Sync(context.Background()) }
 
+// Observe returns once the engine has acted on every deadline due at its
+// clock's instant, without waiting for appends in flight (DL-39).
+func Observe(e *Engine) error { return e.r.Observe(context.Background()) }
+
 // WaitQuarantine returns once no abandoned goroutine or scope remains.
 func WaitQuarantine(e *Engine) error { return e.r.WaitQuarantine(context.Background()) }
 
@@ -38,3 +43,13 @@ func QuarantineOf(e *Engine) scheduler.QuarantineStats { return e.r.Quarantine()
 
 // CloseAdmission stops starting attempts, as shutdown phase 1 does (SD-12).
 func CloseAdmission(e *Engine) error { return e.r.SetDispatch(context.Background(), false) }
+
+// Signal delivers s to the engine as Run's listener does (SD-20), without
+// the operating system: the first SIGINT or SIGTERM initiates, a later
+// signal forces. It reports whether the listener would stop.
+func Signal(e *Engine, s os.Signal) bool { return e.signal(s) }
+
+// SetStartupHook installs f as the startup-step hook for the engines opened
+// or started afterwards; nil removes it. Tests using it must not run in
+// parallel.
+func SetStartupHook(f func(step string) error) { testHookStartup = f }

@@ -5,3 +5,8 @@ package api
 // learns of it: a crash test takes its crash image there, while no commit
 // is in flight.
 var testHookAfterAppend func(seqs []uint64)
+
+// testHookStartup, when set by a test, runs at named startup steps
+// ("replay", "recover", "ready", "start"); an error it returns fails the
+// step, as an injected startup failure (SD-35).
+var testHookStartup func(step string) error

@@ -12,13 +12,14 @@ import (
 // Middleware wraps the pipeline of every attempt it applies to (DL-27).
 // Before runs on the way in, outermost first: global middleware
 // ([Options.Middleware]), then the queue's ([QueueOptions.Middleware]),
-// then the handler's ([WithMiddleware]). A middleware is entered when its
-// Before returns nil; after the guards and the handler, the After of every
-// entered middleware runs in reverse order with the result so far (nil on
-// success). A Before that fails stops the forward pass, and the entered
-// prefix unwinds. An After that returns an error replaces a success, never
-// an earlier failure; a panic in an After stops the unwind at once
-// (DL-28). Every stage shares the attempt's one deadline (DL-8).
+// then, for a workflow step, the workflow's ([Workflow.WithMiddleware]),
+// or, for a job, the handler's ([WithMiddleware]). A middleware is entered
+// when its Before returns nil; after the guards and the handler, the After
+// of every entered middleware runs in reverse order with the result so far
+// (nil on success). A Before that fails stops the forward pass, and the
+// entered prefix unwinds. An After that returns an error replaces a
+// success, never an earlier failure; a panic in an After stops the unwind
+// at once (DL-28). Every stage shares the attempt's one deadline (DL-8).
 //
 // A middleware may also implement [TerminationHook]. A middleware may
 // implement Name() string to name itself in the journal; otherwise its
@@ -45,13 +46,14 @@ type TerminationHook interface {
 // Guard decides whether an attempt may go on to its handler. It returns
 // nil, or a typed error built with [Retryable] or [Permanent]; any other
 // error is retryable with code HANDLER_ERROR. Guards run after every
-// Before, in the same order (DL-27).
+// Before, in the same order (DL-27): global, queue, then the workflow's
+// ([Workflow.WithGuards]) or the handler's ([WithGuards]).
 type Guard func(ctx context.Context, d *Delivery) error
 
 // Limits of one attempt's plan (DL-27).
 const (
 	// MiddlewareMax bounds the middleware in effect for one attempt:
-	// global, queue and handler middleware together.
+	// global, queue and handler (or workflow) middleware together.
 	MiddlewareMax = 64
 	// GuardsMax bounds the guards in effect for one attempt.
 	GuardsMax = 64
@@ -109,7 +111,8 @@ func (m MiddlewareFuncs) OnTermination(ctx context.Context, t *Termination) erro
 }
 
 // WithMiddleware adds handler-specific middleware, innermost of the plan
-// (DL-27). Only [Handle] accepts it; Enqueue and workflow steps refuse it.
+// (DL-27). Only [Handle] accepts it; Enqueue and workflow steps refuse it:
+// a workflow's steps take [Workflow.WithMiddleware].
 func WithMiddleware(mw ...Middleware) JobOption {
 	return func(o *jobOptions) {
 		o.middleware = append(o.middleware, mw...)
@@ -154,6 +157,24 @@ func checkPlanSize(field string, middleware, guards int) error {
 	return nil
 }
 
+// checkWorkflowPlan refuses a workflow whose step attempts could have more
+// than [MiddlewareMax] middleware or [GuardsMax] guards in effect: global,
+// queue and workflow together (DL-27). A step job may run on any queue (a
+// sub-workflow's steps inherit their parent's), so the largest queue plan
+// counts, as it does for [Handle].
+func (e *Engine) checkWorkflowPlan(w *Workflow) error {
+	qmw, qg := e.opts.maxQueuePlan()
+	if n := len(e.opts.Middleware) + qmw + len(w.middleware); n > MiddlewareMax {
+		return &WorkflowError{Workflow: w.name, Option: "WithMiddleware",
+			Reason: fmt.Sprintf("%d middleware in effect for one step attempt, limit %d (global, queue and workflow together)", n, MiddlewareMax)}
+	}
+	if n := len(e.opts.Guards) + qg + len(w.guards); n > GuardsMax {
+		return &WorkflowError{Workflow: w.name, Option: "WithGuards",
+			Reason: fmt.Sprintf("%d guards in effect for one step attempt, limit %d (global, queue and workflow together)", n, GuardsMax)}
+	}
+	return nil
+}
+
 // maxQueuePlan returns the most middleware and guards any configured queue
 // adds.
 func (o Options) maxQueuePlan() (mw, guards int) {
@@ -187,7 +208,9 @@ func hookOf(m Middleware) TerminationHook {
 	return th
 }
 
-// plan is the immutable middleware plan of one attempt (DL-29).
+// plan is the immutable middleware plan of one attempt (DL-29): global,
+// then queue, then the handler's own, which for a workflow step are its
+// workflow's (DL-27).
 type plan struct {
 	mw     []Middleware
 	guards []Guard

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"time"
 
@@ -87,6 +88,25 @@ type Options struct {
 	// bound the records replayed at open (RL-12). Zero means 10 000; valid
 	// 100..10 000 000.
 	SnapshotEvery int
+
+	// OwnedResources are resources the application hands the engine to
+	// own and dispose (SD-16, SD-19), in hand-over order. They are handed
+	// over with the options rather than registered later, so that the
+	// engine owns them from the moment Open accepts the options: a startup
+	// that fails after that disposes them too (SD-35), and one whose
+	// options are invalid owns and closes nothing. The engine closes each
+	// once, in reverse order, in phase 5 of its shutdown, only after every
+	// attempt and engine goroutine that may use them is proven done
+	// (SD-18). List only what nothing else uses after the engine: a
+	// logger, database or tracer the application keeps using is
+	// caller-owned and must not be listed; the engine never touches what
+	// it was not handed. Nil means none; at most [OwnedResourcesMax].
+	OwnedResources []OwnedResource
+	// Telemetry is telemetry the application hands the engine to own: it
+	// is flushed, then closed, last in phase 5, once the owned resources
+	// and every engine goroutine that may still emit are done (SD-16,
+	// SD-18). Nil means none.
+	Telemetry *OwnedTelemetry
 }
 
 // QueueOptions are the options of one queue (see [Options.QueueOptions]).
@@ -193,6 +213,8 @@ func (o Options) withDefaults() Options {
 	if o.SnapshotEvery == 0 {
 		o.SnapshotEvery = SnapshotEveryDefault
 	}
+	// A copy: appending to the caller's slice later changes nothing.
+	o.OwnedResources = slices.Clone(o.OwnedResources)
 	if o.QueueOptions != nil {
 		// A copy: the caller's map and policies stay untouched.
 		qs := make(map[string]QueueOptions, len(o.QueueOptions))
@@ -237,6 +259,9 @@ func (o Options) validate() error {
 		if err := validateName(q); err != nil {
 			return &OptionError{Field: fmt.Sprintf("Options.Queues[%d]", i), Value: q, Reason: err.Error()}
 		}
+	}
+	if err := o.validateOwned(); err != nil {
+		return err
 	}
 	if err := checkPlanParts("Options.", o.Middleware, o.Guards); err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/quire-dev/quire/deadlines"
 	"github.com/quire-dev/quire/journal/record"
+	"github.com/quire-dev/quire/scheduler"
 	"github.com/quire-dev/quire/shutdown"
 )
 
@@ -21,6 +22,11 @@ const (
 	// CodeShutdownInterrupted is the debug code recovery appends when the
 	// previous run initiated a shutdown and never reported it (SD-36).
 	CodeShutdownInterrupted = "SHUTDOWN_INTERRUPTED"
+	// CodeSettlementRevoked is the code of an attempt_released the shutdown
+	// appended at the forced owner cutoff for an attempt whose owner had
+	// not settled it by then (DL-41): the job is pending again and nothing
+	// was consumed.
+	CodeSettlementRevoked = scheduler.CodeSettlementRevoked
 )
 
 // errQueuesWithheld is the close-evidence error when the drain was not
@@ -109,6 +115,9 @@ func (s shutdownEngine) InstallRoot(root deadlines.Root) {
 	// shutdown is requested (SD-12).
 	s.e.beginDraining()
 	s.e.counts.mark()
+	// The coordinator settles what is left at the forced owner cutoff
+	// (DL-41): owners hand it their tokens from then on.
+	_ = s.e.r.DeferFinalAbort(context.Background())
 	_ = s.e.r.InstallRoot(context.Background(), root)
 	s.e.initiated.Store(true)
 	s.e.startedOnce.Do(func() { close(s.e.started) })
@@ -143,12 +152,19 @@ func (s shutdownEngine) ForceAttempts(reason deadlines.Reason, at time.Time) tim
 }
 
 func (s shutdownEngine) AwaitJoin(ctx context.Context) error {
-	// The runner's owners revoke, cancel, release and abandon at each
-	// owner cutoff (DL-30, DL-41); this observes the real returns.
+	// Attempts settle in their windows and cleanup until the final abort
+	// (Revoke) settles the rest; this observes the commits and the real
+	// returns.
 	if err := s.e.r.Drain(ctx); err != nil {
 		return err
 	}
 	return s.e.r.WaitQuarantine(ctx)
+}
+
+func (s shutdownEngine) Revoke(reason deadlines.Reason, at time.Time) {
+	// Revoke decides the releases on the runner's loop and returns; their
+	// commits and the goroutines' returns are AwaitJoin's to observe.
+	_, _ = s.e.r.Revoke(context.Background(), reason, at)
 }
 
 func (s shutdownEngine) CloseEvidence(ctx context.Context, req shutdown.CloseRequest) error {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -98,6 +99,8 @@ type Workflow struct {
 	maxAttempts *int
 	deadline    time.Duration
 	onDeadline  string
+	middleware  []Middleware
+	guards      []Guard
 	err         error
 }
 
@@ -321,6 +324,39 @@ func (w *Workflow) OnDeadline(name string) *Workflow {
 	return w
 }
 
+// WithMiddleware adds workflow middleware: it wraps the pipeline of every
+// step attempt of the workflow, Parallel branches included, in the "queue
+// or workflow" place of the order (DL-27): after the global middleware
+// ([Options.Middleware]) and the step job's queue middleware
+// ([QueueOptions.Middleware]), in the order given. A sub-workflow's steps
+// get the child's own workflow middleware, not the parent's. No entry may
+// be nil, and [Engine.Register] refuses a workflow whose step attempts
+// would have more than [MiddlewareMax] middleware in effect: global,
+// queue and workflow middleware together. Calls add up.
+func (w *Workflow) WithMiddleware(mw ...Middleware) *Workflow {
+	for i, m := range mw {
+		if m == nil {
+			w.fail("", "WithMiddleware", fmt.Sprintf("middleware %d is nil", len(w.middleware)+i))
+		}
+	}
+	w.middleware = append(w.middleware, mw...)
+	return w
+}
+
+// WithGuards adds workflow guards, run for every step attempt of the
+// workflow after the global and queue guards (DL-27). No entry may be nil,
+// and at most [GuardsMax] guards may be in effect for one step attempt.
+// Calls add up.
+func (w *Workflow) WithGuards(g ...Guard) *Workflow {
+	for i, f := range g {
+		if f == nil {
+			w.fail("", "WithGuards", fmt.Sprintf("guard %d is nil", len(w.guards)+i))
+		}
+	}
+	w.guards = append(w.guards, g...)
+	return w
+}
+
 func isPublic(k string) bool { return len(k) > 0 && k[0] != '_' }
 
 // stepHandlerName is the handler name a step's job is enqueued for.
@@ -332,8 +368,9 @@ func stepHandlerName(workflow, step string, branch, branches int) string {
 }
 
 // Register validates and registers a workflow definition (WF-2): its step
-// handlers, its options and its deadline handler, which must be registered
-// first, like any sub-workflow it names. Nothing is appended.
+// handlers, its options, its middleware plan (DL-27) and its deadline
+// handler, which must be registered first, like any sub-workflow it names.
+// Nothing is appended.
 func (e *Engine) Register(w *Workflow) error {
 	if err := e.admit(); err != nil {
 		return err
@@ -349,6 +386,9 @@ func (e *Engine) Register(w *Workflow) error {
 	}
 	if w.onDeadline != "" && e.deadlineHandler(w.onDeadline) == nil {
 		return &WorkflowError{Workflow: w.name, Option: "OnDeadline", Reason: fmt.Sprintf("deadline handler %q is not registered", w.onDeadline)}
+	}
+	if err := e.checkWorkflowPlan(w); err != nil {
+		return err
 	}
 	def := &scheduler.WorkflowDef{Name: w.name, Deadline: w.deadline, OnDeadline: w.onDeadline}
 	def.Defaults.Queue = w.queue
@@ -383,7 +423,12 @@ func (e *Engine) Register(w *Workflow) error {
 		for i, fn := range s.fns {
 			name := stepHandlerName(w.name, s.name, i, len(s.fns))
 			sd.Handlers = append(sd.Handlers, name)
-			handlers = append(handlers, e.stepHandler(name, fn))
+			h := e.stepHandler(name, fn)
+			// A step handler's own middleware and guards are its
+			// workflow's: they take the "queue or workflow" place of the
+			// plan, after the queue's (DL-27).
+			h.opts.middleware, h.opts.guards = slices.Clone(w.middleware), slices.Clone(w.guards)
+			handlers = append(handlers, h)
 		}
 		def.Steps = append(def.Steps, sd)
 	}

@@ -31,8 +31,11 @@ type Signal struct {
 	mu     sync.Mutex
 	reason deadlines.Reason
 	at     time.Time
-	done   chan struct{}
-	cancel context.CancelCauseFunc // the matching context, or nil
+	// defaulted is set when the reason was recorded by a path that
+	// recorded none (DL-15).
+	defaulted bool
+	done      chan struct{}
+	cancel    context.CancelCauseFunc // the matching context, or nil
 }
 
 func newSignal(cancel context.CancelCauseFunc) *Signal {
@@ -68,9 +71,10 @@ func (s *Signal) Reason() (deadlines.Reason, time.Time, bool) {
 // whether it did. The reason is stored before any waiter is woken: first
 // the fields, then the done channel, then the context with the same cause
 // (DL-16). A missing reason is recorded as ReasonRuntimeCancellation, the
-// defensive default of DL-15.
+// defensive default of DL-15, and remembered as defaulted.
 func (s *Signal) record(r deadlines.Reason, at time.Time) bool {
-	if r == deadlines.ReasonNone {
+	defaulted := r == deadlines.ReasonNone
+	if defaulted {
 		r = deadlines.ReasonRuntimeCancellation
 	}
 	s.mu.Lock()
@@ -78,13 +82,22 @@ func (s *Signal) record(r deadlines.Reason, at time.Time) bool {
 		s.mu.Unlock()
 		return false
 	}
-	s.reason, s.at = r, at
+	s.reason, s.at, s.defaulted = r, at, defaulted
 	s.mu.Unlock()
 	close(s.done)
 	if s.cancel != nil {
 		s.cancel(&CancelReason{Reason: r, At: at})
 	}
 	return true
+}
+
+// defaultedReason reports whether the first reason was recorded by a path
+// that recorded none: ReasonRuntimeCancellation as the defensive default
+// of DL-15, which the runner notes with a debug record.
+func (s *Signal) defaultedReason() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.defaulted
 }
 
 // cancelContext cancels the matching context without recording a reason:

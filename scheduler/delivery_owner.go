@@ -68,6 +68,11 @@ type attempt struct {
 	scope        string
 	codes        []string // cleanup failure codes, in the order of DL-36
 	armed        time.Time
+	// torn is set once the owner is torn down (SD-14): it no longer
+	// settles the token, and its cleanup is bounded by final, the cutoff
+	// of the final reconciliation window (DL-30).
+	torn  bool
+	final time.Time
 }
 
 type hookRun struct {
@@ -204,8 +209,10 @@ func (r *Runner) Root() deadlines.Root {
 // own (DL-17, DL-18): it returns once every one of them has it. The first
 // runtime reason sticks; attempts started later inherit it with its
 // instant. The caller chooses the reason with [deadlines.ForceReason];
-// ReasonNone is recorded as ReasonRuntimeCancellation. Force revokes no
-// settlement authority (DL-41).
+// ReasonNone, a cancellation that names no reason, is recorded as
+// ReasonRuntimeCancellation, and a debug record with code
+// [CodeReasonlessCancellation] is appended for every attempt it reaches
+// (DL-15). Force revokes no settlement authority (DL-41).
 func (r *Runner) Force(ctx context.Context, reason deadlines.Reason) error {
 	return r.call(ctx, func(now time.Time) {
 		r.runtime.record(reason, now)
@@ -219,11 +226,32 @@ func (r *Runner) Force(ctx context.Context, reason deadlines.Reason) error {
 			// result and its accounting: the reason is evidence of intent
 			// only (DL-19), and its cleanup is bounded by the root.
 			if a.phase == phaseRunning && a.att.sig.record(rr, at) {
+				if r.runtime.defaultedReason() {
+					r.noteReasonless(a)
+				}
 				r.setCooperative(a)
 				r.supervise(a, now)
 			}
 		}
 	})
+}
+
+// CodeReasonlessCancellation is the code of the debug record appended when
+// an attempt's source is cancelled by a path that recorded no reason: the
+// attempt gets ReasonRuntimeCancellation, the defensive default (DL-15).
+const CodeReasonlessCancellation = "DELIVERY_REASONLESS_CANCELLATION"
+
+// noteReasonless appends the debug record of DL-15 for a, whose reason was
+// recorded as ReasonRuntimeCancellation because the path that cancelled it
+// named none. Its subject is the job; replay ignores it.
+func (r *Runner) noteReasonless(a *attempt) {
+	reason, at, _ := a.att.sig.Reason()
+	r.enqueue(r.m.Note(&record.Debug{
+		Subject: a.att.Job.ID,
+		Code:    CodeReasonlessCancellation,
+		Message: fmt.Sprintf("attempt %d (token %d) was cancelled by a path that recorded no reason: recorded %s at %s",
+			a.att.Job.Attempts, a.att.Token, reason, at.UTC().Format(time.RFC3339Nano)),
+	}), nil)
 }
 
 // tokens returns the running attempts' tokens in order, so that what the
@@ -247,6 +275,9 @@ func (r *Runner) launch(st Start) {
 	r.attempts[st.Token] = a
 	if reason, at, ok := r.runtime.Reason(); ok {
 		att.sig.record(reason, at) // DL-17: inherited from the runtime
+		if r.runtime.defaultedReason() {
+			r.noteReasonless(a)
+		}
 		r.setCooperative(a)
 	}
 	if _, _, ok := att.sig.Reason(); !ok {
@@ -312,7 +343,7 @@ func (r *Runner) supervise(a *attempt, now time.Time) {
 			}
 		}
 		if !a.c.IsZero() && !now.Before(a.c) {
-			r.abandon(a, now)
+			r.abandon(a, now, CauseExecutionCancelled)
 			return
 		}
 	case phaseHooks:
@@ -389,6 +420,9 @@ func (r *Runner) recompute(a *attempt, now time.Time) {
 	} else {
 		reason, at, _ := a.att.sig.Reason()
 		a.e = deadlines.Earliest(a.e, a.budget.CleanupCutoff(reason, at, r.root))
+		if a.torn {
+			a.e = deadlines.Earliest(a.e, a.final)
+		}
 		hk, scope := deadlines.HookChain(a.e, r.root, a.cleanupAt)
 		a.hk = deadlines.Earliest(a.hk, hk)
 		a.scopeAt = deadlines.Earliest(a.scopeAt, scope)
@@ -400,17 +434,18 @@ func (r *Runner) recompute(a *attempt, now time.Time) {
 	r.supervise(a, now)
 }
 
-// abandon stops waiting for the execution at C (DL-26): the ledger is
-// fixed, the execution's result will be fenced out, and the attempt is
-// Interrupted with its first reason.
-func (r *Runner) abandon(a *attempt, now time.Time) {
+// abandon stops waiting for the execution (DL-26), at C or when the owner
+// is torn down: the ledger is fixed, the execution's result will be
+// fenced out, and the attempt is Interrupted with its first reason. cause
+// is what its termination hooks see (DL-35).
+func (r *Runner) abandon(a *attempt, now time.Time, cause Cause) {
 	a.att.freeze()
 	a.abandoned = true
 	a.execution = executionAbandoned
 	r.lost[a.att.Token] = &lostExecution{att: a.att}
 	r.q.execs.Add(1)
 	a.result = interrupted(a.att.sig)
-	r.startCleanup(a, now, CauseExecutionCancelled)
+	r.startCleanup(a, now, cause)
 }
 
 // onResult takes an execution's return.
@@ -460,6 +495,9 @@ func (r *Runner) startCleanup(a *attempt, now time.Time, cause Cause) {
 	reason, at, _ := a.att.sig.Reason()
 	a.cleanupAt = now
 	a.e = a.budget.CleanupCutoff(reason, at, r.root)
+	if a.torn {
+		a.e = deadlines.Earliest(a.e, a.final) // DL-30: only ever shrinks
+	}
 	a.hk, a.scopeAt = deadlines.HookChain(a.e, r.root, now)
 	a.hooks = a.att.eligible()
 	a.phase = phaseHooks
@@ -528,10 +566,15 @@ func (r *Runner) startHook(a *attempt, i int, deadline time.Time) {
 var errCleanupEnded = errors.New("scheduler: attempt work ended")
 
 // hookTimedOut abandons the running hook at its deadline (DL-33): it is
-// quarantined and the chain continues outward.
+// quarantined and the chain continues outward. A hook still running when
+// the final window of a torn-down owner ends is Interrupted.
 func (r *Runner) hookTimedOut(a *attempt, now time.Time) {
 	h := a.hook
-	a.att.setTerm(h.idx, HookTimedOut)
+	st := HookTimedOut
+	if a.torn {
+		st = HookInterrupted
+	}
+	a.att.setTerm(h.idx, st)
 	h.sig.record(deadlines.ReasonDeliveryTimeout, h.deadline)
 	r.q.hooks.Add(1)
 	a.hook = nil
@@ -665,8 +708,17 @@ func (r *Runner) onOwner(ev ownerEvent) {
 // the precedence of cleanup failures and the reason's accounting, and the
 // one settlement of the token is decided (DL-38, DL-40).
 func (r *Runner) settleAttempt(a *attempt, now time.Time) {
+	if r.holdForAbort(a, now) {
+		return // DL-41: past its forced owner cutoff; Revoke settles it
+	}
 	tok := a.att.Token
 	delete(r.attempts, tok)
+	if a.torn {
+		// SD-14: a torn-down owner has lost its settlement authority. Its
+		// token stays open unless the shutdown settles it (DL-41), and
+		// recovery decides otherwise (DL-44).
+		return
+	}
 	res := a.result
 	res.Token = tok
 	res.Joined = a.returned
@@ -778,9 +830,72 @@ func outcomeOf(b record.Body) *record.Outcome {
 	return nil
 }
 
-// abandonAll tears down every attempt's owner when the loop ends: nothing
-// more is appended, tokens stay open in the journal and recovery
-// redelivers them (DL-44). What has not returned stays quarantined.
+// tearDown is the final abort of every owner when the loop stops (SD-14):
+// it runs once the appends in flight are acknowledged, and again on every
+// pass of the loop until it reports that the loop may end. Each owner is
+// torn down once ([Runner.tear]): it loses its settlement authority and
+// its cleanup gets the final bounded window of DL-30 instead of being cut
+// at once. The loop ends when no owner has cleanup left and every record
+// decided meanwhile (the debug records of DL-15) is acknowledged. Tokens
+// stay open in the journal and recovery redelivers them (DL-44); what has
+// not returned stays quarantined.
+func (r *Runner) tearDown() bool {
+	now := r.cfg.Clock.Now()
+	torn := false
+	for _, tok := range r.tokens() {
+		if a, ok := r.attempts[tok]; ok && !a.torn {
+			r.tear(a, deadlines.ReasonNone, now)
+			torn = true
+		}
+	}
+	if torn {
+		r.step() // flush the debug records; arm the timer for the window
+	}
+	if len(r.attempts) > 0 || r.committing != nil || len(r.pending) > 0 {
+		return false
+	}
+	if r.timer != nil {
+		r.timer.Stop()
+		r.timer = nil
+	}
+	return true
+}
+
+// tear tears down a's owner at now (SD-14, DL-30): its settlement
+// authority is revoked, an attempt without a reason gets reason stamped
+// at now (ReasonNone records ReasonRuntimeCancellation with its debug
+// record, DL-15), and its cleanup cutoff is lowered to the final
+// reconciliation window E = cap_root(min(H, now + 100 ms)), never raised
+// and never restarted. An execution still running is abandoned now and
+// its termination hooks run with cause OwnerAbandoned inside that window;
+// hooks and a scope close already running keep running until it ends.
+func (r *Runner) tear(a *attempt, reason deadlines.Reason, now time.Time) {
+	if a.att.sig.record(reason, now) && a.att.sig.defaultedReason() {
+		r.noteReasonless(a)
+	}
+	if f := a.budget.FinalCleanupCutoff(r.root, now); !a.torn || f.Before(a.final) {
+		a.final = f // never restarted by a later teardown
+	}
+	a.torn = true
+	if a.phase == phaseRunning {
+		r.abandon(a, now, CauseOwnerAbandoned)
+		return
+	}
+	r.recompute(a, now)
+}
+
+// Observe returns once the loop has acted on every deadline due at the
+// clock's current instant. Unlike [Runner.Sync] it does not wait for the
+// appends in flight: a test that holds a settlement's commit observes the
+// settlement cap with it (DL-39).
+func (r *Runner) Observe(ctx context.Context) error {
+	return r.call(ctx, func(time.Time) { r.fire() })
+}
+
+// abandonAll tears down every attempt's owner at once when the loop ends
+// on a failed append: nothing can be appended any more, so there is no
+// final window; tokens stay open in the journal and recovery redelivers
+// them (DL-44). What has not returned stays quarantined.
 func (r *Runner) abandonAll() {
 	now := r.cfg.Clock.Now()
 	for _, tok := range r.tokens() {

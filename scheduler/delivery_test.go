@@ -3,10 +3,12 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/quire-dev/quire/clock"
 	"github.com/quire-dev/quire/clock/clocktest"
 	"github.com/quire-dev/quire/deadlines"
 	"github.com/quire-dev/quire/journal/record"
@@ -250,6 +252,128 @@ func TestDL26_LateReturnIsFenced(t *testing.T) {
 		t.Fatal(err)
 	}
 	if q := b.r.Quarantine(); q.Fenced != 1 || len(b.app.settlements()) != 1 {
+		t.Fatalf("%+v, %d settlements", q, len(b.app.settlements()))
+	}
+}
+
+// DL-30: when an attempt's owner is torn down while a reason is set and
+// cleanup is unfinished, the cleanup cutoff becomes cap_root(min(H,
+// now + 100 ms)): it only ever shrinks and a later teardown never restarts
+// it; the running hook's deadline follows it, the hook still running when
+// the window ends is Interrupted, and the torn-down owner settles nothing.
+// T = 30 s, timeout at 29, abandoned at C = 29.25 with E = 30, one hook
+// with Hk = 29.8125.
+func TestDL30_TornDownOwnerCleanupOnlyShrinks(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release) // a failed test leaves nothing running
+	started := make(chan *Attempt, 1)
+	hooked := make(chan *HookRun, 1)
+	b := newRunnerBundle(t, func(ctx context.Context, a *Attempt) Result {
+		a.Enter("m", func(ctx context.Context, run *HookRun) error {
+			hooked <- run
+			select {
+			case <-ctx.Done():
+			case <-release:
+			}
+			return context.Cause(ctx)
+		})
+		started <- a
+		<-release
+		return Result{}
+	})
+	if err := b.r.SetDispatch(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	a := <-started
+	b.clk.Set(ts(29 * time.Second))
+	b.sync()
+	b.clk.Set(ts(29250 * time.Millisecond))
+	b.sync()
+	run := <-hooked
+	if got := run.Deadline(); !got.Equal(ts(29812500 * time.Microsecond)) {
+		t.Fatalf("hook deadline %v before the teardown", got.Sub(t0))
+	}
+	// tear tears the owner down at the clock's instant and reports the
+	// cleanup cutoff and the running hook's deadline.
+	tear := func(at time.Duration) (e, hook time.Time) {
+		t.Helper()
+		b.clk.Set(ts(at))
+		err := b.r.call(context.Background(), func(now time.Time) {
+			o := b.r.attempts[a.Token]
+			b.r.tear(o, deadlines.ReasonNone, now)
+			e, hook = o.e, o.hook.deadline
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e, hook
+	}
+	// At 29.5: E = min(30, 29.6) = 29.6; u = 29.25, so Hk = 29.6 −
+	// min(0.35/4, 0.25) = 29.5125.
+	e, hook := tear(29500 * time.Millisecond)
+	if !e.Equal(ts(29600*time.Millisecond)) || !hook.Equal(ts(29512500*time.Microsecond)) {
+		t.Fatalf("after the teardown at 29.5: E %v, hook deadline %v", e.Sub(t0), hook.Sub(t0))
+	}
+	if got := run.Deadline(); !got.Equal(hook) {
+		t.Fatalf("the hook's context deadline %v is not lowered to %v", got.Sub(t0), hook.Sub(t0))
+	}
+	// A later teardown never restarts the window: 29.505 + 0.1 > 29.6.
+	if e, hook2 := tear(29505 * time.Millisecond); !e.Equal(ts(29600*time.Millisecond)) || !hook2.Equal(hook) {
+		t.Fatalf("a second teardown moved E to %v, the hook deadline to %v", e.Sub(t0), hook2.Sub(t0))
+	}
+	b.clk.Set(ts(29512500 * time.Microsecond))
+	b.sync()
+	if r, at, ok := run.Signal().Reason(); !ok || r != deadlines.ReasonDeliveryTimeout || !at.Equal(hook) {
+		t.Fatalf("hook cleanup cancellation %v at %v", r, at.Sub(t0))
+	}
+	if _, exits, terms := a.audit(); strings.Join(exits, " ") != "not_started" || strings.Join(terms, " ") != "interrupted" {
+		t.Fatalf("ledger exits %v, termination %v", exits, terms)
+	}
+	if err := b.r.WaitIdle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(b.app.settlements()); n != 0 {
+		t.Fatalf("a torn-down owner settled: %d settlements", n)
+	}
+}
+
+// inertClock is a manual clock whose timers never fire: the runner acts on
+// a deadline only when something else wakes it, so a test can order what
+// the loop observes.
+type inertClock struct{ *clocktest.Clock }
+
+func (inertClock) NewTimer(time.Duration) clock.Timer { return inertTimer{make(chan time.Time)} }
+
+type inertTimer struct{ ch chan time.Time }
+
+func (t inertTimer) C() <-chan time.Time    { return t.ch }
+func (inertTimer) Stop() bool               { return true }
+func (inertTimer) Reset(time.Duration) bool { return true }
+
+// DL-39, DL-1: a settlement's wait ends at its cap (now >= x), and the cap
+// due when a commit is observed comes first: a commit the runner first
+// observes at the cap is Unresolved, although no timer woke the runner at
+// the cap.
+func TestDL39_CommitObservedAtTheCapIsUnresolved(t *testing.T) {
+	b := newRunnerBundle(t, func(ctx context.Context, a *Attempt) Result { return Result{} }, func(c *RunnerConfig) {
+		c.Clock = inertClock{c.Clock.(*clocktest.Clock)}
+		c.SettlementTimeout = 5 * time.Second
+	})
+	b.app.mu.Lock()
+	b.app.hold = true
+	b.app.mu.Unlock()
+	if err := b.r.SetDispatch(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	<-b.app.held // decided at t0: the wait ends at t0 + 5 s
+	b.clk.Set(t0.Add(5 * time.Second))
+	close(b.app.release)
+	// An empty decision is answered once the held batch is acknowledged;
+	// unlike Sync it acts on no deadline itself.
+	if err := b.r.Submit(context.Background(), func(*Machine, time.Time) (Decision, error) { return Decision{}, nil }); err != nil {
+		t.Fatal(err)
+	}
+	if q := b.r.Quarantine(); q.Unresolved != 1 || len(b.app.settlements()) != 1 {
 		t.Fatalf("%+v, %d settlements", q, len(b.app.settlements()))
 	}
 }

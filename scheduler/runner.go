@@ -203,6 +203,11 @@ type Runner struct {
 	idleWait   []chan struct{}
 	quarWait   []chan struct{}
 	execWG     sync.WaitGroup
+	// abortDeferred: the final abort of a shutdown is the caller's
+	// (DeferFinalAbort, DL-41); held are the attempts whose owners reached
+	// their forced owner cutoff unsettled and wait for it (Revoke).
+	abortDeferred bool
+	held          map[uint64]*attempt
 }
 
 // NewRunner returns a runner over m. Call Start to begin.
@@ -320,9 +325,10 @@ func (r *Runner) await(ctx context.Context, register func(w chan struct{})) erro
 
 // Stop ends the loop after the appends in flight are acknowledged. Attempts
 // still running are abandoned: their results are discarded by fencing and
-// their jobs are redelivered at the next start (DL-44); goroutines that
-// have not returned stay counted by [Runner.Quarantined]. It waits for the
-// loop to end or ctx.
+// their jobs are redelivered at the next start (DL-44); their cleanup
+// first gets a final window of at most 100 ms on the clock (DL-30).
+// Goroutines that have not returned stay counted by [Runner.Quarantined].
+// It waits for the loop to end or ctx.
 func (r *Runner) Stop(ctx context.Context) error {
 	r.mu.Lock()
 	if !r.stopping {
@@ -354,8 +360,7 @@ func (r *Runner) loop() {
 	stopping := false
 	for {
 		r.step()
-		if stopping && r.committing == nil && len(r.pending) == 0 {
-			r.abandonAll()
+		if stopping && r.committing == nil && len(r.pending) == 0 && r.tearDown() {
 			return
 		}
 		var timerC <-chan time.Time
@@ -391,6 +396,9 @@ func (r *Runner) loop() {
 			delete(r.handlers, h.run.Expiry)
 			r.enqueue(r.m.DeadlineHandlerDone(h.run, h.outcome, h.msg), nil)
 		case a := <-r.acks:
+			// A settlement's cap due now comes first: a commit observed
+			// at or after it is Unresolved (DL-39).
+			r.fire()
 			if !r.acked(a) {
 				return
 			}
@@ -538,7 +546,7 @@ func (r *Runner) checkIdle() {
 }
 
 func (r *Runner) checkDrained() {
-	if len(r.drainWait) == 0 || len(r.attempts) > 0 || len(r.handlers) > 0 || r.committing != nil || len(r.pending) > 0 {
+	if len(r.drainWait) == 0 || len(r.attempts) > 0 || len(r.held) > 0 || len(r.handlers) > 0 || r.committing != nil || len(r.pending) > 0 {
 		return
 	}
 	for _, w := range r.drainWait {

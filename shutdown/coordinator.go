@@ -150,6 +150,20 @@ func (c *Coordinator) Fail(code string) bool {
 	return c.initiate(TriggerRuntimeFailure, true, false, code)
 }
 
+// RollBack initiates the rollback of a startup that failed part-way
+// (SD-35): a shutdown with [TriggerStartupFailure], anchored at the
+// current instant (the failure) with the same ShutdownTimeout as any
+// shutdown, which closes admission, drains and closes what started and
+// disposes the owned resources. code is the failure's stable code and
+// becomes the report's FailureCode unless an earlier failure set one, so
+// the report is never a success. It is a graceful request: nothing is
+// running yet that force would stop. It reports whether this call was the
+// first initiation; a rollback requested after another initiation only
+// records code.
+func (c *Coordinator) RollBack(code string) bool {
+	return c.initiate(TriggerStartupFailure, false, false, code)
+}
+
 func (c *Coordinator) initiate(t Trigger, force, requested bool, code string) bool {
 	c.mu.Lock()
 	now := c.clk.Now()

@@ -125,9 +125,12 @@ func TestSD10_WorkedTimelineDeadline(t *testing.T) {
 	// max(min(28 + 2, 30), 29) = 30.
 	wantEq(t, "force reason", b.eng.forces[0], forceCall{deadlines.ReasonShutdownDeadline, ts(sec(28))})
 	wantTime(t, "owner cutoff", b.eng.latest[0], ts(sec(29)))
-	b.wantNext(ts(sec(30)))
+	b.wantNext(ts(sec(29))) // the final abort (DL-41)
 
 	b.clk.Advance(time.Second) // 29: the attempts' cleanup is over
+	wantTime(t, "revoked at", <-b.eng.revoked, ts(sec(29)))
+	b.clk.BlockUntil(1)
+	b.wantNext(ts(sec(30)))
 	if awaitCtx.Err() != nil {
 		t.Fatalf("AwaitJoin's ctx ended before its force deadline")
 	}
@@ -177,11 +180,14 @@ func TestSD10_WorkedTimelineForce(t *testing.T) {
 	// deadline is max(min(5 + 2, 30), 6) = 7; Hr is still 30.
 	wantEq(t, "force reason", b.eng.forces[0], forceCall{deadlines.ReasonForcedShutdown, ts(sec(5))})
 	wantTime(t, "owner cutoff", b.eng.latest[0], ts(sec(6)))
-	b.wantNext(ts(sec(7)))
+	b.wantNext(ts(sec(6))) // the final abort at the owner cutoff (DL-41)
 	wantTime(t, "Hr", b.c.Root().Hr(), ts(sec(30)))
 	wantTime(t, "G", b.c.Root().G(), ts(sec(28)))
 
 	b.clk.Advance(time.Second) // 6
+	wantTime(t, "revoked at", <-b.eng.revoked, ts(sec(6)))
+	b.clk.BlockUntil(1)
+	b.wantNext(ts(sec(7)))
 	b.eng.await.release <- nil
 	rep, err := b.finish()
 	if err != nil {
@@ -298,7 +304,7 @@ func TestSD37_QuarantinedAttemptIsIncomplete(t *testing.T) {
 		t.Fatalf("Wait = %v, want ErrIncomplete", err)
 	}
 	// At 30 close evidence has no time left: it is not started.
-	wantSlice(t, "engine calls", b.eng.calls(), []string{"CloseAdmission", "Drain", "ForceAttempts", "AwaitJoin"})
+	wantSlice(t, "engine calls", b.eng.calls(), []string{"CloseAdmission", "Drain", "ForceAttempts", "AwaitJoin", "Revoke"})
 	wantSlice(t, "closed", b.closedNames(), nil)
 	wantActions(t, rep,
 		"admission completed/not_attempted", "drain timed_out/timed_out", "close timed_out/timed_out",
@@ -422,7 +428,7 @@ func TestSD3_RootAnchoredAtInitiation(t *testing.T) {
 		"admission timed_out/timed_out", "drain timed_out/timed_out", "close timed_out/timed_out",
 		"owned-resources timed_out/not_attempted")
 	// Admission still closes, force is still published; nothing is waited for.
-	wantSlice(t, "engine calls", b.eng.calls(), []string{"CloseAdmission", "ForceAttempts"})
+	wantSlice(t, "engine calls", b.eng.calls(), []string{"CloseAdmission", "ForceAttempts", "Revoke"})
 	wantEq(t, "initiated at", rep.InitiatedAt, t0)
 	wantEq(t, "trigger", rep.Trigger, TriggerSigterm)
 	wantEq(t, "budget", rep.Budget, 10*time.Second)
@@ -450,7 +456,7 @@ func TestSD4_ZeroLengthRoot(t *testing.T) {
 	wantActions(t, rep,
 		"admission timed_out/timed_out", "drain timed_out/timed_out", "close timed_out/timed_out",
 		"owned-resources timed_out/not_attempted")
-	wantSlice(t, "engine calls", b.eng.calls(), []string{"CloseAdmission", "ForceAttempts"})
+	wantSlice(t, "engine calls", b.eng.calls(), []string{"CloseAdmission", "ForceAttempts", "Revoke"})
 	wantEq(t, "force reason", b.eng.forces[0], forceCall{deadlines.ReasonShutdownDeadline, t0})
 	wantEq(t, "budget", rep.Budget, time.Duration(0))
 	wantSlice(t, "closed", b.closedNames(), nil)
@@ -484,7 +490,7 @@ func TestSD5_InstallOnlyShortens(t *testing.T) {
 	// F(30 ms) = 30 + min(10 × 3/4, 1000) = 37.5 ms; ForceDeadline(30 ms) =
 	// min(30 + min(10, 10), 40) = 40 ms.
 	wantTime(t, "owner cutoff", b.eng.latest[0], ts(ms(37.5)))
-	b.wantNext(ts(ms(40)))
+	b.wantNext(ts(ms(37.5))) // the final abort, before the force deadline 40 ms
 	b.eng.await.release <- nil
 	rep, err := b.finish()
 	if err != nil {
@@ -622,11 +628,12 @@ func TestSD30_PanickingCloseIsFailed(t *testing.T) {
 	wantEq(t, "completion", rep.Completion, Failed)
 }
 
-// TestSD37_HangingCloseAbandonedAtHr: a close that ignores its context is
-// abandoned at its force deadline (Hr), never waited for past it; what was
-// handed over before it is not closed; the report is Incomplete and stays
-// as published when the close returns later (SD-32).
-func TestSD2_SD37_HangingCloseAbandonedAtHr(t *testing.T) {
+// TestSD16_SD37_HangingCloseAbandonedAtItsShare: a close that ignores its
+// context is abandoned at the end of its share of the root time, never
+// waited for past it (SD-2, SD-9); what was handed over before it is not
+// closed; telemetry is withheld; the report is Incomplete and stays as
+// published when the close returns later (SD-32).
+func TestSD16_SD37_HangingCloseAbandonedAtItsShare(t *testing.T) {
 	t.Parallel()
 	hang := (&step{block: true, ignoreCtx: true}).init()
 	var mu sync.Mutex
@@ -639,19 +646,21 @@ func TestSD2_SD37_HangingCloseAbandonedAtHr(t *testing.T) {
 	})
 	b.c.Initiate(TriggerSigterm)
 	closeCtx := b.entered(hang)
-	b.wantNext(ts(sec(28)))
-	b.clk.Advance(30 * time.Second)
+	// Three calls in phase 5 (b, a, telemetry's close): b's share is
+	// 0 + (30 − 0)/3 = 10 s, before G = 28.
+	b.wantNext(ts(sec(10)))
+	b.clk.Advance(10 * time.Second)
 	rep, err := b.finish()
 	if !errors.Is(err, ErrIncomplete) {
 		t.Fatalf("Wait = %v, want ErrIncomplete", err)
 	}
-	wantEq(t, "close ctx cause", context.Cause(closeCtx), errForceDeadline)
+	wantEq(t, "close ctx cause", context.Cause(closeCtx), errShareEnded)
 	wantActions(t, rep, "admission completed/not_attempted", "drain completed/not_attempted",
 		"close completed/not_attempted", "owned-resources timed_out/timed_out", "telemetry timed_out/not_attempted")
 	wantEq(t, "owned", rep.Dependencies.OwnedResources, ResourceReport{Owned: true, Started: true})
 	wantEq(t, "runtime joined", rep.RuntimeJoined, false)
 	wantEq(t, "quarantined", rep.Quarantined, 1)
-	wantEq(t, "elapsed", rep.Elapsed, 30*time.Second)
+	wantEq(t, "elapsed", rep.Elapsed, 10*time.Second)
 	wantSlice(t, "closed", b.closedNames(), nil)
 
 	// The close returns late: nothing is rewritten.
@@ -663,6 +672,41 @@ func TestSD2_SD37_HangingCloseAbandonedAtHr(t *testing.T) {
 			t.Fatalf("report changed after a late return:\n got %+v\nwant %+v", got, rep)
 		}
 	}
+}
+
+// TestSD16_SharesLeaveTimeForTheSignalMonitor: phase 5's calls share the
+// root time left (SD-9): an owned close that hangs takes only its share,
+// the resource handed over before it stays open (it may still use it,
+// SD-37), and the signal monitor still stops, on its graceful path, in
+// the time the skipped close leaves it.
+func TestSD16_SharesLeaveTimeForTheSignalMonitor(t *testing.T) {
+	t.Parallel()
+	hang := (&step{block: true, ignoreCtx: true}).init()
+	t.Cleanup(func() { close(hang.release) })
+	var mu sync.Mutex
+	b := setup(t, func(b *testBundle) {
+		b.opts.ShutdownTimeout = 8 * time.Second
+		b.owned("db")
+		b.opts.OwnedResources = append(b.opts.OwnedResources, OwnedResource{
+			Name: "cache", CloseFunc: func(ctx context.Context) error { return hang.run(&mu, ctx) },
+		})
+		b.opts.SignalMonitorStopFunc = b.closer("signals", nil)
+	})
+	b.c.Initiate(TriggerSigterm)
+	b.entered(hang)
+	// Calls left: cache, db, signals → cache's share ends at 8/3 s.
+	b.wantNext(ts(time.Duration(8 * time.Second / 3)))
+	b.clk.Advance(3 * time.Second)
+	rep, err := b.finish()
+	if !errors.Is(err, ErrIncomplete) {
+		t.Fatalf("Wait = %v, want ErrIncomplete", err)
+	}
+	wantSlice(t, "closed", b.closedNames(), []string{"signals"})
+	wantActions(t, rep, "admission completed/not_attempted", "drain completed/not_attempted",
+		"close completed/not_attempted", "owned-resources timed_out/timed_out", "signal-monitor completed/not_attempted")
+	wantEq(t, "owned", rep.Dependencies.OwnedResources, ResourceReport{Owned: true, Started: true})
+	wantEq(t, "signal monitor", rep.Dependencies.SignalMonitor, rrAll)
+	wantEq(t, "elapsed", rep.Elapsed, 3*time.Second)
 }
 
 // TestSD21_ConcurrentObserversShareTheResult: concurrent Shutdown and Wait
@@ -828,5 +872,102 @@ func TestNewRejectsIncompleteOptions(t *testing.T) {
 		if _, err := New(o); !errors.Is(err, ErrInvalidOptions) {
 			t.Fatalf("New(%+v) = %v, want ErrInvalidOptions", o, err)
 		}
+	}
+}
+
+// TestDL41_SD24_FinalAbortAtTheOwnerCutoff: force at 5 with a 30 s root
+// revokes nothing at once; at the forced owner cutoff F(5) = 6 the
+// coordinator revokes (the engine then cancels and releases), keeps
+// waiting for the real joins until the drain's force deadline 7, and
+// starts close evidence only after the join.
+func TestDL41_SD24_FinalAbortAtTheOwnerCutoff(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(b *testBundle) {
+		b.eng.drain.block = true
+		b.eng.await.block = true
+	})
+	b.c.Initiate(TriggerSigterm)
+	b.entered(&b.eng.drain)
+	b.clk.Advance(5 * time.Second)
+	b.c.Force(TriggerSigterm)
+	awaitCtx := b.entered(&b.eng.await)
+	b.wantNext(ts(sec(6)))
+	b.clk.Advance(ms(999)) // 5.999: cooperating attempts may still settle
+	b.clk.BlockUntil(1)
+	wantSlice(t, "engine calls before the cutoff", b.eng.calls(),
+		[]string{"CloseAdmission", "Drain", "ForceAttempts", "AwaitJoin"})
+
+	b.clk.Advance(ms(1)) // 6: the final abort
+	wantTime(t, "revoked at", <-b.eng.revoked, ts(sec(6)))
+	wantEq(t, "revoke reason", b.eng.revokes[0].reason, deadlines.ReasonForcedShutdown)
+	b.clk.BlockUntil(1)
+	b.wantNext(ts(sec(7)))
+	if awaitCtx.Err() != nil {
+		t.Fatalf("the joins' wait ended at the revocation")
+	}
+	b.clk.Advance(ms(500))
+	wantSlice(t, "engine calls before the join", b.eng.calls(),
+		[]string{"CloseAdmission", "Drain", "ForceAttempts", "AwaitJoin", "Revoke"})
+	b.eng.await.release <- nil // the goroutines returned at 6.5
+	rep, err := b.finish()
+	if err != nil {
+		t.Fatalf("Wait = %v", err)
+	}
+	wantSlice(t, "engine calls", b.eng.calls(),
+		[]string{"CloseAdmission", "Drain", "ForceAttempts", "AwaitJoin", "Revoke", "CloseEvidence"})
+	wantActions(t, rep, "admission completed/not_attempted", "drain cancelled_by_force/completed",
+		"close cancelled_by_force/completed")
+	wantEq(t, "revokes", len(b.eng.revokes), 1)
+}
+
+// TestDL41_JoinedBeforeTheCutoffRevokesNothing: attempts that settle and
+// join in their cooperative windows leave nothing to revoke.
+func TestDL41_JoinedBeforeTheCutoffRevokesNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(b *testBundle) {
+		b.eng.drain.block = true
+		b.eng.await.block = true
+	})
+	b.c.Initiate(TriggerSigterm)
+	b.entered(&b.eng.drain)
+	b.clk.Advance(5 * time.Second)
+	b.c.Force(TriggerSigterm)
+	b.entered(&b.eng.await)
+	b.clk.Advance(ms(250)) // C = 5.25
+	b.eng.await.release <- nil
+	rep, err := b.finish()
+	if err != nil {
+		t.Fatalf("Wait = %v", err)
+	}
+	wantSlice(t, "engine calls", b.eng.calls(), []string{"CloseAdmission", "Drain", "ForceAttempts", "AwaitJoin", "CloseEvidence"})
+	wantEq(t, "completion", rep.Completion, ForcedCompleted)
+}
+
+// TestDL41_AbortInstants pins the final abort's instant (SD-10, SD-8,
+// SD-14): the forced owner cutoff, clamped to Hr and to the drain's force
+// deadline.
+func TestDL41_AbortInstants(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name          string
+		total         time.Duration
+		e, latest     time.Duration
+		want, wantEnd time.Duration
+	}{
+		{"30 s root, force at 5", 30 * time.Second, sec(5), sec(6), sec(6), sec(7)},
+		{"30 s root, G = 28", 30 * time.Second, sec(28), sec(29), sec(29), sec(30)},
+		{"1 s root, force at 0.2", time.Second, ms(200), ms(800), ms(800), ms(800)},
+		{"no attempt running", 30 * time.Second, sec(5), -1, sec(6), sec(7)},
+		{"an attempt's own timeout later", 30 * time.Second, sec(5), sec(6.5), sec(6.5), sec(7)},
+		{"zero-length root", 0, 0, -1, 0, 0},
+	} {
+		root := deadlines.NewRoot(t0, tt.total)
+		var latest time.Time
+		if tt.latest >= 0 {
+			latest = ts(tt.latest)
+		}
+		end := root.DrainForceDeadline(ts(tt.e), latest)
+		wantTime(t, tt.name+": end", end, ts(tt.wantEnd))
+		wantTime(t, tt.name+": abort", abortAt(root, ts(tt.e), latest, end), ts(tt.want))
 	}
 }

@@ -10,9 +10,11 @@
 //
 //	1 close_admission    Engine.CloseAdmission
 //	2 drain              Engine.Drain until G or force
-//	3 force              Engine.ForceAttempts, Engine.AwaitJoin until the drain's force deadline
+//	3 force              Engine.ForceAttempts, Engine.AwaitJoin until the drain's force deadline,
+//	                     Engine.Revoke at the forced owner cutoff in between (DL-41)
 //	4 close_evidence     Engine.CloseEvidence
-//	5 release_resources  owned resources (reverse hand-over), signal monitor, telemetry
+//	5 release_resources  owned resources (reverse hand-over), signal monitor, telemetry,
+//	                     each call with its fair share of the root time left
 //	6 publish_report     classify, publish in memory, append, close the journal
 //
 // Every deadline is an absolute instant of the injected clock, derived from
@@ -23,8 +25,13 @@
 // Outcomes are decided by comparing the instant a call returned with its
 // path's deadline, so a late observation never changes them. User code
 // (owned resources, the signal monitor's stop, telemetry) that overruns its
-// force deadline is abandoned and tracked as quarantined: the report is
-// then Incomplete and nothing it may use is disposed (SD-37).
+// force deadline or its share of phase 5 is abandoned and tracked as
+// quarantined: the report is then Incomplete and nothing it may use is
+// disposed (SD-37).
+//
+// A startup that fails part-way rolls back through the same coordinator
+// ([Coordinator.RollBack], SD-35): one root, the same phases, trigger
+// startup_failure.
 //
 // The [Report] is classified once by [Classify] (SD-30) and stored in a
 // write-once [Published]; accessors hand out fresh copies (SD-32).

@@ -11,7 +11,7 @@ import (
 // dispatcher, timers and queues. The api package implements it.
 //
 // Methods come in two kinds. Acts (InstallRoot, CloseAdmission,
-// ForceAttempts, Counters) change state or read it and never block: they
+// ForceAttempts, Revoke, Counters) change state or read it and never block: they
 // are called on the coordinator's goroutine and, for InstallRoot, from the
 // goroutine that initiates or shortens the shutdown. Waits (Drain,
 // AwaitJoin, CloseEvidence) run on a goroutine of their own while the
@@ -55,16 +55,30 @@ type Engine interface {
 	// [deadlines.Budget.OwnerCutoff]), or the zero time if none is.
 	ForceAttempts(reason deadlines.Reason, at time.Time) (latestOwnerCutoff time.Time)
 
-	// AwaitJoin is the rest of the drain's force path (SD-14, SD-24,
-	// DL-41): at each attempt's owner cutoff, revoke its settlement
-	// authority, cancel its execution and cleanup contexts, settle revoked
-	// tokens with attempt_released and apply the abandoned-owner window
-	// (DL-30); observe the real return of every goroutine. It returns nil
-	// only when every attempt, cleanup and hook goroutine has returned and
-	// every started attempt is settled or released; an error when ctx ends
-	// (the drain's force deadline) with goroutines still running, which
-	// stay quarantined.
+	// AwaitJoin is the waiting part of the drain's force path (SD-14): it
+	// observes attempts settling in their cooperative windows and cleanup
+	// (DL-41: force revokes nothing at once), the commit of every
+	// settlement, the releases decided by Revoke included, and the real
+	// return of every attempt, cleanup and hook goroutine. It returns nil
+	// only when all of that is proven; an error when ctx ends (the drain's
+	// force deadline) with goroutines still running, which stay
+	// quarantined. It runs across the final abort: the coordinator calls
+	// Revoke while AwaitJoin waits.
 	AwaitJoin(ctx context.Context) error
+
+	// Revoke is the final abort at the forced owner cutoff (SD-14, SD-24,
+	// DL-41), called at most once, at that instant, while AwaitJoin waits
+	// and before close evidence starts. For every attempt not yet settled,
+	// in this order: (1) its settlement authority is revoked, so that
+	// neither its owner nor a late return can settle it any more; (2) its
+	// remaining execution and cleanup contexts are cancelled, an attempt
+	// with no reason yet getting reason stamped at; (3) its token is
+	// settled on the coordinator's behalf with attempt_released (or counted
+	// Unresolved if the root has expired, DL-39). It is an act: it returns
+	// once that is decided, without waiting for the commits or the
+	// goroutines, which AwaitJoin observes. An attempt whose settlement
+	// append already began is left alone (DL-42).
+	Revoke(reason deadlines.Reason, at time.Time)
 
 	// CloseEvidence is phase 4 (SD-15): stop the dispatcher and wait for its
 	// acknowledgement until req.DispatcherStopBy (SD-9), join the
@@ -131,10 +145,13 @@ type Journal interface {
 type OwnedResource struct {
 	// Name identifies the resource in diagnostics.
 	Name string
-	// CloseFunc disposes the resource. Its ctx ends when the action's budget
-	// ends; a CloseFunc still running then is abandoned (quarantined), and
-	// the resources handed over before it are not closed, since it may
-	// still use them (SD-37).
+	// CloseFunc disposes the resource. When its turn comes at now it gets
+	// the fair share now + (Hr − now)/k of the root time left, where k
+	// counts the calls of phase 5 not yet run, this one included (SD-9);
+	// its ctx ends when that share or the action's force deadline ends; a
+	// CloseFunc still running then is abandoned (quarantined), and the
+	// resources handed over before it are not closed, since it may still
+	// use them (SD-37).
 	CloseFunc func(ctx context.Context) error
 }
 

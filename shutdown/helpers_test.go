@@ -82,6 +82,9 @@ type fakeEngine struct {
 	forces   []forceCall
 	closeReq []CloseRequest
 	latest   []time.Time
+	revokes  []forceCall
+	// revoked receives the instant of each Revoke, once it is logged.
+	revoked chan time.Time
 
 	released int
 	counters Counters
@@ -95,7 +98,7 @@ type fakeEngine struct {
 var _ Engine = (*fakeEngine)(nil)
 
 func newFakeEngine() *fakeEngine {
-	e := &fakeEngine{counters: Counters{Joined: true}}
+	e := &fakeEngine{counters: Counters{Joined: true}, revoked: make(chan time.Time, 1)}
 	e.drain.init()
 	e.await.init()
 	e.closeEv.init()
@@ -151,6 +154,17 @@ func (e *fakeEngine) ForceAttempts(reason deadlines.Reason, at time.Time) time.T
 func (e *fakeEngine) AwaitJoin(ctx context.Context) error {
 	e.note("AwaitJoin")
 	return e.await.run(&e.mu, ctx)
+}
+
+func (e *fakeEngine) Revoke(reason deadlines.Reason, at time.Time) {
+	e.note("Revoke")
+	e.mu.Lock()
+	e.revokes = append(e.revokes, forceCall{reason, at})
+	e.mu.Unlock()
+	select {
+	case e.revoked <- at:
+	default:
+	}
 }
 
 func (e *fakeEngine) CloseEvidence(ctx context.Context, req CloseRequest) error {

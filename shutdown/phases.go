@@ -127,7 +127,11 @@ func (c *Coordinator) drain(p *pass) {
 }
 
 // forceDrain is the drain's force path starting at e; it returns its
-// outcome.
+// outcome. Force is published first (ForceAttempts); the joins are then
+// awaited until the drain's force deadline, and the final abort (Revoke)
+// comes at the forced owner cutoff in between (SD-14, SD-24, DL-41), so
+// that close evidence starts only after the revocation, the releases and
+// the joins (or the force deadline).
 func (c *Coordinator) forceDrain(e time.Time) Outcome {
 	v := c.view()
 	// The reason is the one due at e (DL-18): a request that came after the
@@ -138,21 +142,44 @@ func (c *Coordinator) forceDrain(e time.Time) Outcome {
 		return OutcomePanicked
 	}
 	end := func(v view) time.Time { return v.root.DrainForceDeadline(e, latest) }
+	abort := func(v view) time.Time { return abortAt(v.root, e, latest, end(v)) }
+	revoke := func() bool {
+		return protect(func() { c.eng.Revoke(reason, deadlines.Earliest(abort(c.view()), c.clk.Now())) })
+	}
 	if deadlines.Expired(end(c.view()), c.clk.Now()) {
-		// Force is published, but no forced cleanup is waited for (SD-4).
+		// Force is published, but no forced cleanup is waited for (SD-4);
+		// nothing may settle after close evidence starts, though.
+		revoke()
 		return OutcomeTimedOut
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	cl := c.start(ctx, c.eng.AwaitJoin)
-	if !c.await(cl.done, end) {
-		cancel(errForceDeadline)
-		<-cl.done
+	if !c.await(cl.done, abort) {
+		if !revoke() {
+			cancel(errPanicked)
+			<-cl.done
+			return OutcomePanicked
+		}
+		if !c.await(cl.done, end) {
+			cancel(errForceDeadline)
+			<-cl.done
+		}
 	}
 	if !cl.at.Before(end(c.view())) {
 		return OutcomeTimedOut
 	}
 	return cl.outcome()
+}
+
+// abortAt returns the instant of the final abort of a drain forced at e
+// (SD-14, DL-41): the forced owner cutoff max(F(e), latest), where F(e) is
+// the owner cutoff of an attempt forced at e and latest the latest owner
+// cutoff of the attempts running then (an attempt notified earlier, for
+// its own timeout, may end later), clamped to Hr and to the drain's force
+// deadline end. Example, 30 s root: force at 5 → 6; G = 28 → 29.
+func abortAt(root deadlines.Root, e, latest, end time.Time) time.Time {
+	return deadlines.Earliest(root.Cap(deadlines.Latest(root.OwnerCutoff(e), latest)), end)
 }
 
 // closeEvidence is phase 4 (SD-15). It starts once the drain's outcome is
@@ -166,7 +193,7 @@ func (c *Coordinator) closeEvidence(p *pass) {
 	}
 	run := c.runAction([]func(context.Context) error{
 		func(ctx context.Context) error { return c.eng.CloseEvidence(ctx, req) },
-	}, true)
+	}, true, nil)
 	a := Action{Phase: PhaseCloseEvidence, Component: ComponentClose, Graceful: run.graceful, Forced: run.forced}
 	p.closeProven = a.Complete()
 	p.rep.Actions = append(p.rep.Actions, a)
@@ -185,7 +212,10 @@ func (c *Coordinator) closeReconciled(p *pass) bool {
 // comes (joins that failed are not retried, calls abandoned are not waited
 // for again), so a closed barrier never opens: the action is withheld at
 // once, graceful TimedOut, and its resource stays undisposed
-// (Owned = true, Started = false).
+// (Owned = true, Started = false). Each call gets its fair share of the
+// root time left ([shares]); an owned close still running at the end of
+// its share is abandoned, and the resources handed over before it are
+// not closed, since it may still use them (SD-37).
 func (c *Coordinator) releaseResources(p *pass) {
 	c.phaseStarted(PhaseReleaseResources)
 	var actions []Action
@@ -193,17 +223,30 @@ func (c *Coordinator) releaseResources(p *pass) {
 	withheld := func(component string) Action {
 		return Action{Phase: PhaseReleaseResources, Component: component, Graceful: OutcomeTimedOut}
 	}
+	var telemetry []func(context.Context) error
+	if t := c.telemetry; t != nil {
+		for _, f := range []func(context.Context) error{t.FlushFunc, t.CloseFunc} {
+			if f != nil {
+				telemetry = append(telemetry, f)
+			}
+		}
+	}
+	sh := &shares{left: len(c.owned) + len(telemetry)}
+	if c.sigStop != nil {
+		sh.left++
+	}
 
 	if len(c.owned) > 0 {
 		deps.OwnedResources.Owned = true
 		if !c.closeReconciled(p) {
+			sh.skip(len(c.owned))
 			actions = append(actions, withheld(ComponentOwnedResources))
 		} else {
 			fns := make([]func(context.Context) error, 0, len(c.owned))
 			for _, r := range slices.Backward(c.owned) {
 				fns = append(fns, r.CloseFunc)
 			}
-			actions = append(actions, c.release(ComponentOwnedResources, fns, &deps.OwnedResources, CodeOwnedResourceCloseFailed))
+			actions = append(actions, c.release(ComponentOwnedResources, fns, sh, &deps.OwnedResources, CodeOwnedResourceCloseFailed))
 		}
 	}
 
@@ -212,23 +255,17 @@ func (c *Coordinator) releaseResources(p *pass) {
 	if c.sigStop != nil {
 		deps.SignalMonitor.Owned = true
 		fns := []func(context.Context) error{c.sigStop}
-		actions = append(actions, c.release(ComponentSignalMonitor, fns, &deps.SignalMonitor, CodeSignalMonitorStopFailed))
+		actions = append(actions, c.release(ComponentSignalMonitor, fns, sh, &deps.SignalMonitor, CodeSignalMonitorStopFailed))
 	}
 
-	if t := c.telemetry; t != nil {
+	if telemetry != nil {
 		deps.Telemetry.Owned = true
 		confirmed := c.closeReconciled(p) && deps.OwnedResources.Reconciled() &&
 			deps.SignalMonitor.Reconciled() && c.outstanding() == 0
 		if !confirmed {
 			actions = append(actions, withheld(ComponentTelemetry))
 		} else {
-			var fns []func(context.Context) error
-			for _, f := range []func(context.Context) error{t.FlushFunc, t.CloseFunc} {
-				if f != nil {
-					fns = append(fns, f)
-				}
-			}
-			actions = append(actions, c.release(ComponentTelemetry, fns, &deps.Telemetry, CodeTelemetryCloseFailed))
+			actions = append(actions, c.release(ComponentTelemetry, telemetry, sh, &deps.Telemetry, CodeTelemetryCloseFailed))
 		}
 	}
 
@@ -241,13 +278,13 @@ func (c *Coordinator) releaseResources(p *pass) {
 }
 
 // release runs one phase-5 action over user functions, which are abandoned
-// rather than joined at the force deadline (SD-37), and fills its
-// resource report: Started if any call started, Terminal if every call
-// returned, Succeeded if every call returned nil (SD-29). A call that
-// returned an error or panicked sets code as the failure code, unless an
-// earlier failure set one.
-func (c *Coordinator) release(component string, fns []func(context.Context) error, rr *ResourceReport, code string) Action {
-	run := c.runAction(fns, false)
+// rather than joined at their force deadline or the end of their share
+// (SD-37), and fills its resource report: Started if any call started,
+// Terminal if every call returned, Succeeded if every call returned nil
+// (SD-29). A call that returned an error or panicked sets code as the
+// failure code, unless an earlier failure set one.
+func (c *Coordinator) release(component string, fns []func(context.Context) error, sh *shares, rr *ResourceReport, code string) Action {
+	run := c.runAction(fns, false, sh)
 	if run.abandoned != nil {
 		c.abandoned = append(c.abandoned, run.abandoned)
 	}

@@ -12,6 +12,7 @@ import (
 var (
 	errGracefulEnded = errors.New("shutdown: graceful path ended (G or force)")
 	errForceDeadline = errors.New("shutdown: force deadline passed")
+	errShareEnded    = errors.New("shutdown: the call's share of the budget ended")
 	errAppendTimeout = errors.New("shutdown: SettlementTimeout passed")
 	errPanicked      = errors.New("shutdown: call panicked")
 )
@@ -178,46 +179,67 @@ type actionRun struct {
 //     without starting the calls after it. A call whose turn comes after
 //     the force deadline is not started (SD-4).
 //
+// With shares (phase 5), each call is also bounded by its fair share of
+// the root time left when its turn comes ([shares]): the share is the
+// call's own absolute cutoff (SD-6), which ends its graceful path if it
+// comes before G and caps its force deadline. A call still running when
+// its share ends is cut off like one at its force deadline: both its
+// paths are TimedOut. shares is nil outside phase 5.
+//
 // A call that returns with an error or a panic does not stop the ones after
 // it. Each path's outcome is the worst of its calls'.
-func (c *Coordinator) runAction(fns []func(context.Context) error, join bool) actionRun {
+func (c *Coordinator) runAction(fns []func(context.Context) error, join bool, sh *shares) actionRun {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	res := actionRun{graceful: OutcomeCompleted, forced: OutcomeNotAttempted, calls: make([]callResult, len(fns))}
+	started := 0
+	defer func() { sh.skip(len(fns) - started) }()
 	begin := c.clk.Now()
 	forcing := false
 	var e time.Time
-	enterForce := func(v view, at time.Time) {
+	enterForce := func(graceful Outcome, at time.Time) {
 		forcing = true
 		e = deadlines.Latest(begin, at)
-		res.graceful = worse(res.graceful, v.interruption())
+		res.graceful = worse(res.graceful, graceful)
 		res.forced = OutcomeCompleted
 	}
-	forceEnd := func(v view) time.Time { return v.root.ForceDeadline(e) }
 	if v := c.view(); deadlines.Expired(v.gracefulEnd(), begin) {
-		enterForce(v, begin)
+		enterForce(v.interruption(), begin)
 	}
 	for i, fn := range fns {
+		share := sh.peek(c.clk.Now())
+		forceEnd := func(v view) time.Time { return share.cap(v, v.root.ForceDeadline(e)) }
 		if forcing && deadlines.Expired(forceEnd(c.view()), c.clk.Now()) {
 			res.forced = OutcomeTimedOut
 			return res
 		}
 		cl := c.start(ctx, fn)
+		sh.skip(1)
+		started++
 		r := &res.calls[i]
 		r.started = true
 		if !forcing {
-			returned := c.await(cl.done, view.gracefulEnd)
+			gracefulEnd := func(v view) time.Time { return share.cap(v, v.gracefulEnd()) }
+			returned := c.await(cl.done, gracefulEnd)
 			v := c.view()
-			if returned && cl.at.Before(v.gracefulEnd()) {
+			if returned && cl.at.Before(gracefulEnd(v)) {
 				r.set(cl)
 				res.graceful = worse(res.graceful, cl.outcome())
 				continue
 			}
-			enterForce(v, v.gracefulEnd())
+			if share.endsBy(v, v.gracefulEnd()) {
+				enterForce(OutcomeTimedOut, share.end(v))
+			} else {
+				enterForce(v.interruption(), v.gracefulEnd())
+			}
 		}
 		returned := c.await(cl.done, forceEnd)
 		if !returned {
-			cancel(errForceDeadline)
+			cause := errForceDeadline
+			if share.endsBy(c.view(), c.view().root.ForceDeadline(e)) {
+				cause = errShareEnded
+			}
+			cancel(cause)
 			if join {
 				<-cl.done
 				returned = true
@@ -236,4 +258,63 @@ func (c *Coordinator) runAction(fns []func(context.Context) error, join bool) ac
 		res.forced = worse(res.forced, cl.outcome())
 	}
 	return res
+}
+
+// shares deals out phase 5's time (SD-9, SD-16): each call of phase 5 (an
+// owned resource's close, the signal monitor's stop, telemetry's flush and
+// close) gets, when its turn comes at now, the fair share
+// now + (Hr − now)/k of the root time left, where k counts the calls of
+// phase 5 not yet run, this one included. This is DL-33's rule for
+// termination hooks applied to the root: one close that hangs cannot take
+// the time of the ones after it, and no share ever reaches past Hr. The
+// zero value has no calls left; a nil *shares gives no share.
+type shares struct {
+	left int
+}
+
+// share is one call's share: it ends at start + (Hr − start)/k, evaluated
+// against the root in effect, so a root installed later shortens it
+// (SD-5). The zero share has no end.
+type share struct {
+	start time.Time
+	k     int
+}
+
+// peek returns the share of the call whose turn comes at now; the caller
+// counts it with skip(1) once the call starts.
+func (s *shares) peek(now time.Time) share {
+	if s == nil {
+		return share{}
+	}
+	return share{start: now, k: max(s.left, 1)}
+}
+
+// skip counts n calls as no longer to run: started, withheld or cut off,
+// so that the calls after them get their time.
+func (s *shares) skip(n int) {
+	if s != nil {
+		s.left = max(s.left-n, 0)
+	}
+}
+
+// end returns the end of a share that has one, under v's root.
+func (sh share) end(v view) time.Time {
+	rest := v.root.Hr().Sub(sh.start)
+	if rest < 0 {
+		rest = 0
+	}
+	return sh.start.Add(rest / time.Duration(sh.k))
+}
+
+// cap returns min(d, end) for a share, d otherwise.
+func (sh share) cap(v view, d time.Time) time.Time {
+	if sh.k == 0 {
+		return d
+	}
+	return deadlines.Earliest(d, sh.end(v))
+}
+
+// endsBy reports whether the share ends no later than d.
+func (sh share) endsBy(v view, d time.Time) bool {
+	return sh.k != 0 && !sh.end(v).After(d)
 }

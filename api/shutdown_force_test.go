@@ -1,0 +1,313 @@
+package api_test
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/quire-dev/quire/api"
+	"github.com/quire-dev/quire/journal/record"
+	"github.com/quire-dev/quire/shutdown"
+)
+
+// The force variant of SD-10 and the final abort of DL-41, driven through
+// the real engine under a manual clock. Instants are seconds after t0, the
+// first signal.
+
+// endOnFailure moves the clock past any root when a test that drives a
+// shutdown on the manual clock fails half-way, so that the engine's Close
+// in the bundle's cleanup does not wait for instants that never come.
+func endOnFailure(b *testBundle) {
+	b.t.Cleanup(func() {
+		if b.t.Failed() {
+			b.clk.Advance(time.Hour)
+		}
+	})
+}
+
+// awaitRecord waits until the journal holds a record match accepts, while
+// the engine runs, and returns the first one.
+func (b *testBundle) awaitRecord(what string, match func(journalRecord) bool) journalRecord {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
+	defer cancel()
+	for ctx.Err() == nil {
+		for _, r := range b.records() {
+			if match(r) {
+				return r
+			}
+		}
+		runtime.Gosched()
+	}
+	b.t.Fatalf("no %s record", what)
+	return journalRecord{}
+}
+
+// noRecord fails if the journal holds a record match accepts.
+func (b *testBundle) noRecord(what string, match func(journalRecord) bool) {
+	b.t.Helper()
+	for _, r := range b.records() {
+		if match(r) {
+			b.t.Fatalf("unexpected %s record at t0%+v", what, time.Unix(0, r.At).Sub(t0))
+		}
+	}
+}
+
+func phaseStarted(name string) func(journalRecord) bool {
+	return func(r journalRecord) bool {
+		p, ok := r.Body.(*record.ShutdownPhaseStarted)
+		return ok && p.Name == name
+	}
+}
+
+func phaseFinished(name string) func(journalRecord) bool {
+	return func(r journalRecord) bool {
+		p, ok := r.Body.(*record.ShutdownPhaseFinished)
+		return ok && p.Name == name
+	}
+}
+
+func settledJob(id string) func(journalRecord) bool {
+	return func(r journalRecord) bool {
+		o := outcome(r)
+		return o != nil && o.JobID == id
+	}
+}
+
+func isKind(k record.Kind) func(journalRecord) bool {
+	return func(r journalRecord) bool { return r.Kind() == k }
+}
+
+// wantAt fails unless r was appended at t0+d.
+func wantAppendedAt(t *testing.T, what string, r journalRecord, d time.Duration) {
+	t.Helper()
+	if got := time.Unix(0, r.At).Sub(t0); got != d {
+		t.Fatalf("%s appended at t0%+v, want t0%+v", what, got, d)
+	}
+}
+
+// index returns the position of the first record match accepts, or -1.
+func indexOf(recs []journalRecord, match func(journalRecord) bool) int {
+	for i, r := range recs {
+		if match(r) {
+			return i
+		}
+	}
+	return -1
+}
+
+// TestSD10_SecondSignalAtFiveThroughTheEngine is SD-10's variant: 30 s
+// root, first SIGTERM at 0, second at 5. One handler cooperates, one
+// ignores its cancellation. ReasonForcedShutdown is stamped 5; the
+// cooperative windows end at 5.25 (DL-22 row 8); the owner cutoff is 6
+// (DL-21); the drain's force deadline is max(min(5 + 2, 30), 6) = 7; the
+// hard cutoff stays 30. The handler that never returns keeps the joins
+// open until 7: the drain's force path is TimedOut and the report
+// Incomplete (SD-31 c), 7 s after initiation.
+func TestSD10_SecondSignalAtFiveThroughTheEngine(t *testing.T) {
+	b := setup(t, func(o *api.Options) { o.ShutdownTimeout = 30 * time.Second })
+	endOnFailure(b)
+	p := newProbe()
+	p.free(t)
+	if err := api.Handle(b.eng, "work", p.handler()); err != nil {
+		t.Fatal(err)
+	}
+	coop := b.enqueue("work", msg{N: 1})
+	stuck := b.enqueue("work", msg{N: 2})
+	b.start()
+	byJob := map[string]*api.Delivery{}
+	for range 2 {
+		d := <-p.started
+		byJob[d.JobID()] = d
+	}
+	p.send(byJob[coop], func(ctx context.Context) error {
+		<-ctx.Done()
+		return ctx.Err()
+	}) // the other one waits for an action that comes only after the shutdown
+
+	res := make(chan error, 1)
+	if api.Signal(b.eng, syscall.SIGTERM) {
+		t.Fatal("the first SIGTERM stopped the listener")
+	}
+	go func() { res <- b.eng.Shutdown(b.ctx) }()
+	b.awaitRecord("phase 2 started", phaseStarted("drain"))
+	if d := byJob[coop].Deadline().At(); !d.Equal(t0.Add(28 * time.Second)) {
+		t.Fatalf("SD-8: handler deadline %v, want min(P = 29, G = 28)", d.Sub(t0))
+	}
+
+	b.moveTo(t0, 5*time.Second)
+	if !api.Signal(b.eng, syscall.SIGTERM) {
+		t.Fatal("the second SIGTERM did not stop the listener")
+	}
+	// Force reaches both attempts at once (DL-18); the cooperating one
+	// returns and settles at 5.
+	b.awaitRecord("cooperating settlement", settledJob(coop))
+	wantReason(t, byJob[coop], api.ReasonForcedShutdown, t0.Add(5*time.Second))
+	wantReason(t, byJob[stuck], api.ReasonForcedShutdown, t0.Add(5*time.Second))
+
+	b.moveTo(t0, ms(5249))
+	b.noRecord("stuck settlement before C", settledJob(stuck))
+	b.moveTo(t0, ms(5250)) // C: abandoned (DL-26)
+	b.awaitRecord("stuck settlement", settledJob(stuck))
+	b.moveTo(t0, 6*time.Second) // owner cutoff: nothing is left to revoke
+	b.moveTo(t0, ms(6999))
+	b.noRecord("phase 3 finished before its force deadline", phaseFinished("force"))
+	b.clk.Set(t0.Add(7 * time.Second)) // the rest of the shutdown runs at 7
+	err := <-res
+	if !errors.Is(err, shutdown.ErrIncomplete) {
+		t.Fatalf("shutdown: %v, want ErrIncomplete", err)
+	}
+	rep := b.eng.ShutdownReport()
+	if rep.Completion != shutdown.Incomplete || !rep.Forced || rep.Trigger != shutdown.TriggerSigterm ||
+		rep.Elapsed != 7*time.Second || rep.Released != 2 || rep.Quarantined == 0 || rep.RuntimeJoined {
+		t.Fatalf("report %+v", rep)
+	}
+	if a := rep.Actions[1]; a.Graceful != shutdown.OutcomeCancelledByForce || a.Forced != shutdown.OutcomeTimedOut {
+		t.Fatalf("drain action %+v", a)
+	}
+
+	p.send(byJob[stuck], func(context.Context) error { return nil }) // it returns, late
+	b.open()
+	recs := b.records()
+	init := recs[indexOf(recs, isKind(record.KindShutdownInitiated))]
+	body := init.Body.(*record.ShutdownInitiated)
+	if body.Trigger != "sigterm" || body.StartAt != t0.UnixNano() ||
+		body.GracefulAt != t0.Add(28*time.Second).UnixNano() || body.HardAt != t0.Add(30*time.Second).UnixNano() {
+		t.Fatalf("SD-3: shutdown_initiated %+v", body)
+	}
+	force := recs[indexOf(recs, isKind(record.KindShutdownForceRequested))]
+	if f := force.Body.(*record.ShutdownForceRequested); f.Trigger != "sigterm" {
+		t.Fatalf("SD-22: %+v", f)
+	}
+	wantAppendedAt(t, "shutdown_force_requested", force, 5*time.Second)
+	drain := recs[indexOf(recs, phaseFinished("drain"))]
+	wantAppendedAt(t, "phase 2 finished", drain, 5*time.Second)
+	if f := drain.Body.(*record.ShutdownPhaseFinished); f.Graceful != "cancelled_by_force" {
+		t.Fatalf("phase 2 %+v", f)
+	}
+	c := recs[indexOf(recs, settledJob(coop))]
+	wantAppendedAt(t, "cooperating settlement", c, 5*time.Second)
+	wantOutcome(t, c, record.KindAttemptReleased, api.CodeHandlerError, "forced_shutdown", t0.Add(5*time.Second), true)
+	s := recs[indexOf(recs, settledJob(stuck))]
+	wantAppendedAt(t, "stuck settlement", s, ms(5250))
+	wantOutcome(t, s, record.KindAttemptReleased, api.CodeDeliveryInterrupted, "forced_shutdown", t0.Add(5*time.Second), false)
+	f := recs[indexOf(recs, phaseFinished("force"))]
+	wantAppendedAt(t, "phase 3 finished", f, 7*time.Second)
+	if body := f.Body.(*record.ShutdownPhaseFinished); body.Graceful != "cancelled_by_force" || body.Forced != "timed_out" {
+		t.Fatalf("phase 3 %+v", body)
+	}
+	wantAppendedAt(t, "phase 4 started", recs[indexOf(recs, phaseStarted("close_evidence"))], 7*time.Second)
+	if indexOf(recs, func(r journalRecord) bool {
+		o := outcome(r)
+		return o != nil && o.Code == api.CodeSettlementRevoked
+	}) >= 0 {
+		t.Fatal("DL-41: a token settled before the owner cutoff was revoked")
+	}
+}
+
+// TestDL41_SD24_CoordinatorReleasesAtTheOwnerCutoff: force at 5; the
+// handler returns within its cooperative window but its attempt scope's
+// close hangs. Its owner's authority ends at the owner cutoff 6: the
+// shutdown coordinator revokes it there and settles the token with
+// attempt_released, although the handler succeeded (success is not
+// settlement, DL-38); then it waits for the close's real return (6.5),
+// and only then does close evidence start (SD-24). The journal holds, in
+// order: force requested (5), phase 3 started (5), attempt_released (6,
+// by the coordinator), phase 3 finished (6.5), phase 4 started (6.5).
+func TestDL41_SD24_CoordinatorReleasesAtTheOwnerCutoff(t *testing.T) {
+	b := setup(t, func(o *api.Options) { o.ShutdownTimeout = 30 * time.Second })
+	endOnFailure(b)
+	p := newProbe()
+	p.free(t)
+	if err := api.Handle(b.eng, "work", p.handler()); err != nil {
+		t.Fatal(err)
+	}
+	id := b.enqueue("work", msg{})
+	b.start()
+	d := <-p.started
+	closing, release := make(chan struct{}), make(chan struct{})
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	p.send(d, func(ctx context.Context) error {
+		if err := d.Scope().Register("conn", closer(func() error {
+			close(closing)
+			<-release // ignores everything
+			return nil
+		})); err != nil {
+			return err
+		}
+		<-ctx.Done()
+		return nil // a success inside the window
+	})
+	res := make(chan error, 1)
+	api.Signal(b.eng, syscall.SIGTERM)
+	go func() { res <- b.eng.Shutdown(b.ctx) }()
+	b.awaitRecord("phase 2 started", phaseStarted("drain"))
+	b.moveTo(t0, 5*time.Second)
+	api.Signal(b.eng, syscall.SIGTERM)
+	<-closing // the handler returned at 5; its scope's close hangs
+	b.awaitRecord("phase 3 started", phaseStarted("force"))
+
+	b.moveTo(t0, ms(5999))
+	b.noRecord("settlement before the owner cutoff", settledJob(id))
+	b.moveTo(t0, 6*time.Second)
+	b.awaitRecord("release", settledJob(id))
+	b.moveTo(t0, ms(6500))
+	b.noRecord("phase 3 finished before the close returned", phaseFinished("force"))
+	close(release)
+	if err := <-res; err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	rep := b.eng.ShutdownReport()
+	if rep.Completion != shutdown.ForcedCompleted || rep.Released != 1 || rep.Drained != 1 ||
+		rep.Quarantined != 0 || !rep.DrainReconciled || !rep.RuntimeJoined {
+		t.Fatalf("report %+v", rep)
+	}
+
+	b.open()
+	recs := b.records()
+	settled := b.settlements(id) // DL-38: exactly one per token
+	if len(settled) != 1 {
+		t.Fatalf("%d settlements", len(settled))
+	}
+	r := settled[0]
+	wantAppendedAt(t, "attempt_released", r, 6*time.Second)
+	wantOutcome(t, r, record.KindAttemptReleased, api.CodeSettlementRevoked, "forced_shutdown", t0.Add(5*time.Second), true)
+	if o := outcome(r); o.Scope != "timed_out" || o.Cleanup != api.CodeScopeCleanupTimedOut || o.Execution != "returned" {
+		t.Fatalf("audit of the revoked attempt %+v", *o)
+	}
+	order := []struct {
+		what  string
+		match func(journalRecord) bool
+		at    time.Duration
+	}{
+		{"shutdown_force_requested", isKind(record.KindShutdownForceRequested), 5 * time.Second},
+		{"phase 3 started", phaseStarted("force"), 5 * time.Second},
+		{"attempt_released", settledJob(id), 6 * time.Second},
+		{"phase 3 finished", phaseFinished("force"), ms(6500)},
+		{"phase 4 started", phaseStarted("close_evidence"), ms(6500)},
+	}
+	last := -1
+	for _, o := range order {
+		i := indexOf(recs, o.match)
+		if i <= last {
+			t.Fatalf("SD-24: %s at position %d, after position %d", o.what, i, last)
+		}
+		wantAppendedAt(t, o.what, recs[i], o.at)
+		last = i
+	}
+	if f := recs[indexOf(recs, phaseFinished("force"))].Body.(*record.ShutdownPhaseFinished); f.Forced != "completed" {
+		t.Fatalf("phase 3 %+v", f)
+	}
+	if j := b.status(id); j.Status != api.JobPending || j.Consumed != 0 {
+		t.Fatalf("DL-6: the released job %+v", j)
+	}
+}
