@@ -255,7 +255,7 @@ var jobFieldNames = [jobFields]string{
 }
 
 func init() {
-	// appendJob, appendRetry and EncodeSummary write every field of their
+	// appendJob and EncodeSummary write every field of their
 	// types by hand, in this order.
 	t := reflect.TypeFor[Job]()
 	if t.NumField() != jobFields {
@@ -269,18 +269,9 @@ func init() {
 	if len(appendJob(nil, &Job{})) <= jobMinBytes {
 		panic("replay: jobMinBytes is not below the shortest job encoding")
 	}
-	r := reflect.TypeFor[record.RetryPolicy]()
-	tags := []string{"max_attempts", "backoff", "base_ns", "max_ns", "jitter", "list_ns,omitempty"}
-	if r.NumField() != len(tags) {
-		panic("replay: record.RetryPolicy has fields appendRetry does not write")
-	}
-	for i, tag := range tags {
-		if f := r.Field(i); f.Tag.Get("msgpack") != tag {
-			panic("replay: record.RetryPolicy field " + f.Name + " is not what appendRetry writes")
-		}
-	}
+	// record.RetryPolicy's AppendMsgpack is checked by record itself.
 	js := reflect.TypeFor[JobSummary]()
-	tags = []string{"id", "handler", "queue", "priority", "status", "attempts", "consumed", "finished_at",
+	tags := []string{"id", "handler", "queue", "priority", "status", "attempts", "consumed", "finished_at",
 		"last_code,omitempty", "last_error,omitempty", "workflow_id,omitempty", "seq"}
 	if js.NumField() != len(tags) {
 		panic("replay: JobSummary has fields EncodeSummary does not write")
@@ -333,7 +324,7 @@ func appendJob(b []byte, j *Job) []byte {
 	b = mpwrite.AppendUint8(mpwrite.AppendString(b, "Priority"), j.Priority)
 	b = mpwrite.AppendUint64(mpwrite.AppendString(b, "EnqueueSeq"), j.EnqueueSeq)
 	b = mpwrite.AppendInt64(mpwrite.AppendString(b, "AvailableAt"), j.AvailableAt)
-	b = appendRetry(mpwrite.AppendString(b, "Retry"), &j.Retry)
+	b = j.Retry.AppendMsgpack(mpwrite.AppendString(b, "Retry"))
 	b = mpwrite.AppendInt64(mpwrite.AppendString(b, "DeliveryTimeoutNanos"), j.DeliveryTimeoutNanos)
 	b = mpwrite.AppendString(mpwrite.AppendString(b, "UniqueKey"), j.UniqueKey)
 	b = mpwrite.AppendBin(mpwrite.AppendString(b, "Payload"), j.Payload)
@@ -350,26 +341,4 @@ func appendJob(b []byte, j *Job) []byte {
 	b = mpwrite.AppendString(mpwrite.AppendString(b, "LastCode"), j.LastCode)
 	b = mpwrite.AppendString(mpwrite.AppendString(b, "LastError"), j.LastError)
 	return mpwrite.AppendBool(mpwrite.AppendString(b, "Lost"), j.Lost)
-}
-
-// appendRetry appends p as the reflection encoder writes a
-// record.RetryPolicy: its msgpack tags as keys, list_ns omitted when empty.
-func appendRetry(b []byte, p *record.RetryPolicy) []byte {
-	n := 5
-	if len(p.ListNanos) > 0 {
-		n = 6
-	}
-	b = mpwrite.AppendMapLen(b, n)
-	b = mpwrite.AppendInt32(mpwrite.AppendString(b, "max_attempts"), p.MaxAttempts)
-	b = mpwrite.AppendUint8(mpwrite.AppendString(b, "backoff"), uint8(p.Backoff))
-	b = mpwrite.AppendInt64(mpwrite.AppendString(b, "base_ns"), p.BaseNanos)
-	b = mpwrite.AppendInt64(mpwrite.AppendString(b, "max_ns"), p.MaxNanos)
-	b = mpwrite.AppendFloat64(mpwrite.AppendString(b, "jitter"), p.JitterRatio)
-	if n == 6 {
-		b = mpwrite.AppendArrayLen(mpwrite.AppendString(b, "list_ns"), len(p.ListNanos))
-		for _, v := range p.ListNanos {
-			b = mpwrite.AppendInt64(b, v)
-		}
-	}
-	return b
 }

@@ -74,7 +74,7 @@ func (e *JobEnqueued) appendBody(b []byte) []byte {
 	b = mpwrite.AppendString(mpwrite.AppendString(b, "queue"), e.Queue)
 	b = mpwrite.AppendUint8(mpwrite.AppendString(b, "priority"), e.Priority)
 	b = mpwrite.AppendInt64(mpwrite.AppendString(b, "available_at"), e.AvailableAt)
-	b = appendRetry(mpwrite.AppendString(b, "retry"), &e.Retry)
+	b = e.Retry.AppendMsgpack(mpwrite.AppendString(b, "retry"))
 	b = mpwrite.AppendInt64(mpwrite.AppendString(b, "delivery_timeout_ns"), e.DeliveryTimeoutNanos)
 	if e.UniqueKey != "" {
 		b = mpwrite.AppendString(mpwrite.AppendString(b, "unique_key"), e.UniqueKey)
@@ -87,8 +87,11 @@ func (e *JobEnqueued) appendBody(b []byte) []byte {
 	return mpwrite.AppendInt32(mpwrite.AppendString(b, "branch"), e.Branch)
 }
 
-// appendRetry appends p, a struct field of JobEnqueued: a map of its own.
-func appendRetry(b []byte, p *RetryPolicy) []byte {
+// AppendMsgpack appends p exactly as msgpack's reflection encoder writes a
+// RetryPolicy: a map keyed by its tags, list_ns omitted when empty. It
+// encodes the retry field of job_enqueued, and replay's snapshot uses it
+// for the policy each job carries.
+func (p *RetryPolicy) AppendMsgpack(b []byte) []byte {
 	n := 5
 	if len(p.ListNanos) > 0 {
 		n++
