@@ -11,10 +11,11 @@
 // [World.Register]; they are registered again on every instance the
 // world opens after a crash or restart.
 //
-// sim imports only api, clock, clocktest, journal, journal/record, replay,
-// deadlines and Pebble's vfs packages; it never reaches into scheduler or
-// the engine's internals (the one hook it uses, [api.SimJournal], reads
-// the journal).
+// sim imports only api, clock, clocktest, deadlines, journal,
+// journal/record, replay, shutdown and Pebble's vfs packages; it never
+// reaches into scheduler or the engine's internals (the hooks it uses,
+// [api.SimJournal] and [api.SimLive], read the journal and the ids the
+// engine holds in memory).
 //
 // # Usage
 //
@@ -37,33 +38,93 @@
 // A scenario is a sequence of steps, run on the caller's goroutine:
 // [World.Enqueue], [World.Dispatch], [World.Signal], [World.Do] (any
 // other API call), [World.Advance] and [World.AdvanceTo] (the clock moves
-// from timer instant to timer instant, so each timer fires at its own
-// instant), [World.Jump] and [World.JumpBack] (clock jumps), [World.Crash]
-// and [World.CrashWith] (kill and reopen on a crash image),
-// [World.Shutdown] and [World.Restart] (graceful), [World.DiskFault]
-// (a failed WAL commit: fail-stop, crash, reopen), and [World.At] +
-// [World.Run], an event loop over a heap keyed by (instant, scheduling
-// order). Handlers decide their outcome from the seed with
-// [World.Fails], never from scheduling. Each step ends when the engine is
-// quiescent (Engine.WaitIdle); then the oracle checks it and the step is
-// mixed into the trace hash.
+// from instant to instant, stopping at every engine timer and at the end
+// of every parked work, so each fires at its own instant), [World.Jump]
+// and [World.JumpBack] (clock jumps), [World.Crash] and [World.CrashWith]
+// (kill and reopen on a crash image), [World.Shutdown] and
+// [World.Restart] (graceful), [World.BeginShutdown], [World.Force] and
+// [World.ForceShutdown] (a shutdown that runs while the clock moves,
+// forced after a while or at once), [World.DiskFault] (a failed WAL
+// commit: fail-stop, crash, reopen), and [World.At] + [World.Run], an
+// event loop over a heap keyed by (instant, scheduling order). Handlers
+// decide their outcome from the seed with [World.Fails], never from
+// scheduling. Each step ends at a quiescent point; then the oracle checks
+// it and the step is mixed into the trace hash.
+//
+// # Simulated durations
+//
+// A handler, guard, middleware or termination hook "takes" simulated
+// time with [World.Take](ctx, key, d, mode): it parks in the world until
+// the clock has moved d past the instant of the call. With [Cooperate] it
+// returns early, with the context's cause, once the engine cancels its
+// context (an attempt's at its notification instant, a hook's at its
+// fair-share deadline); with [Ignore] it runs to its end and the engine
+// may abandon it meanwhile (DL-26). Only the world wakes parked work, one
+// at a time and only at quiescent points, in key order; each wake-up is a
+// step of its own in the trace, checked by the oracle. [World.Works]
+// lists every take with its start and end instants, so tests read hook
+// deadlines from it and the rest from the journal ([World.Records]). A
+// crash ends the parked work of the dead instance: its goroutine exits
+// without returning, as a killed process's would. TestDL21_DL22_*,
+// TestDL22_DL23_*, TestDL34_* and TestSD10_* replay the worked examples
+// of spec/delivery.md and spec/shutdown.md this way.
+//
+// # Step mode
+//
+// The engine's loop, committer and handlers run on goroutines of their
+// own, so the world decides when to act by finding quiescent points. In
+// step mode ([StepMode], and in every world once work has been parked in
+// Take or while a shutdown runs) a quiescent point is one where every
+// goroutine of the process other than the world's waits for another
+// goroutine (a channel, select, lock or cond), read from one
+// stop-the-world goroutine dump: the engine never waits on real time, so
+// nothing can happen until the world acts. The world is then the only
+// source of events (an API call, a clock move, one wake-up), and each
+// event's consequences run to the next quiescent point before the next
+// event. So:
+//
+//   - Crashes land only between steps: crash images are taken only at
+//     quiescent points, where no commit, open, flush or checkpoint is in
+//     progress, and every record decided is acknowledged.
+//   - Group commit boundaries are those the engine's own decisions make
+//     from one event, so they repeat with the seed; they never depend on
+//     two sources racing the committer. (We chose quiescence over having
+//     the harness hold each WAL sync: holding a commit blocks the API
+//     call that waits for it on the world's own goroutine.)
+//   - Outside step mode a quiescent point is the engine's WaitIdle
+//     (nothing running, everything acknowledged), which is equivalent
+//     while no work is parked and no shutdown runs, and cheaper: the dump
+//     grows with the goroutines of fail-stopped instances, which keep
+//     Pebble open by design (RL-2).
 //
 // # Oracle
 //
 // The oracle is fed only what the engine acknowledged: ids returned by API
-// calls and journal records made durable at quiescent points. A record
-// found after a crash beyond the last acknowledged seq is a "maybe" and is
-// adopted; an acknowledged one must be present and unchanged; one never
-// submitted cannot appear. After every step it checks: nothing
+// calls and journal records made durable at quiescent points (all of a
+// shutdown's records once it returned). A record found after a crash
+// beyond the last acknowledged seq is a "maybe" and is adopted; an
+// acknowledged one must be present and unchanged; one never submitted
+// cannot appear. After every step and wake-up it checks: nothing
 // acknowledged lost (jobs, workflows, records; so shutdown reports never
-// change); seqs gap-free and instants monotone; at most one settlement per
-// attempt token, only for the job's open attempt (fencing); no attempt
-// before its job is available and no delay step completed before its
-// instant (timers never early); each workflow deadline expiring at most
-// once per run, never early and never moved; budgets never negative
-// (H >= S, P <= H, retry delays >= 0); live state digest equal to the fold
-// of the acknowledged records. Before every reopen it audits the journal
-// read-only.
+// change); seqs gap-free and instants monotone; at most one settlement
+// per attempt token, only for the job's open attempt (fencing; a new run
+// revokes the attempts the last one left open, DL-44); no handler call
+// without an acknowledged attempt_started (RL-10); no attempt before its
+// job is available and no delay step completed before its instant
+// (timers never early); each workflow deadline expiring at most once per
+// run, never early and never moved; every attempt deadline firing once
+// and never early: a deadline-driven reason stamped with its notification
+// instant N (DL-16), an abandonment no earlier than the cooperative
+// deadline C (DL-22), and no attempt still open at its hard cutoff H
+// (under the shutdown root the journal shows); budgets never negative;
+// memory holding exactly the unfinished work (every job until its
+// attempt_succeeded, every workflow until completed or cancelled: the
+// engine's ids, [api.SimLive], against the journal); live state digest
+// equal to the fold of the acknowledged records. Before every reopen it
+// audits the journal read-only. When a shutdown returns, the world checks
+// that a second Shutdown gives the same result, that the published report
+// does not change and that the journaled report is the returned one
+// (SD-21, SD-26, SD-33); [World.LastShutdown] keeps it.
 //
 // # Reproduction
 //
@@ -79,22 +140,17 @@
 //
 // # Limits
 //
-// The engine is not in a step mode: its loop, committer and handlers run
-// on their own goroutines, and Pebble has background goroutines. The
-// harness gets determinism from barriers instead: one worker (attempts run
-// one at a time), handlers that run to completion without blocking on
-// time or IO, a quiescent engine at the end of every step, and crash
-// images taken only there. So:
-//
-//   - Group commit boundaries are not drawn from the seed, and crashes and
-//     faults happen between steps, never inside a commit; kill points
-//     inside an append are api's TestEngineCrash_* tests (after-append
-//     hook). Everything submitted is acknowledged at a step boundary, so
+//   - Kill points inside an append are api's TestEngineCrash_* tests
+//     (after-append hook); a world crashes only at quiescent points, so
 //     "maybe" records only arise from images that keep unsynced data.
-//   - Handlers have no simulated duration: time spent in a step is
-//     modelled with retries and backoff (see TestWD12_Scenarios), and
-//     scenarios in which attempts run while the clock moves (the DL-22,
-//     DL-34 and SD-10 tables) stay in api's and shutdown's tests.
+//   - Handlers that block on anything but [World.Take] (a channel of the
+//     test's, real IO) look quiescent in step mode and stall outside it;
+//     the watchdog fails such a world after 60 s of real time.
+//   - Engine-internal concurrency that one event starts (an on-deadline
+//     handler running beside an attempt, a quarantined execution returning
+//     while hooks run) can still order its records differently between
+//     runs; T9 covers the workloads here, including durations and
+//     shutdowns.
 //   - Disk faults are one kind: [World.DiskFault] fails the WAL commit of
 //     one enqueue (fail-stop, then a crash image and a reopen). Bit flips
 //     and truncations of images are journal's T5 and T6. [SlowDisk] adds
@@ -103,13 +159,11 @@
 //     CrashClone images, block by block in sorted path order, so it
 //     reproduces; it keeps or drops whole unsynced files, not directory
 //     entries separately.
-//   - Forced shutdown is not a step yet; the SD-10 timelines are api's and
-//     shutdown's tests.
 //   - Handlers must not use more than one worker's worth of concurrency:
 //     with Options.Workers > 1 (via [EngineOptions]) the order of ULID and
 //     jitter draws, hence the trace, may vary between runs.
-//   - CrashClone is called only at quiescent points, where no commit,
-//     open, flush or checkpoint is in progress; snapshots are disabled
-//     (SnapshotEvery at its maximum) because they are written in the
-//     background. A stuck engine fails the step after 60 s of real time.
+//   - Snapshots are disabled (SnapshotEvery at its maximum) because they
+//     are written in the background; snapshot + tail is covered by the
+//     replay properties. testing/synctest cannot host a world yet: the
+//     journal pools request channels across bubbles.
 package sim

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"context"
 	"fmt"
 	"path"
 	"time"
@@ -70,10 +69,7 @@ func (w *World) DiskFault(handler string, payload any) {
 			return
 		}
 		w.crashN++
-		dead, cancel := context.WithCancel(w.ctx)
-		cancel()
-		w.eng.Close(dead) // fail-stopped: errors ignored
-		w.eng = nil
+		w.kill() // fail-stopped: errors ignored
 		pct := []int{0, 100}[w.crashes.IntN(2)]
 		img := w.crashImage(pct)
 		w.image = img

@@ -12,9 +12,11 @@ import (
 
 	"github.com/quire-dev/quire/api"
 	"github.com/quire-dev/quire/clock/clocktest"
+	"github.com/quire-dev/quire/deadlines"
 	"github.com/quire-dev/quire/journal"
 	"github.com/quire-dev/quire/journal/record"
 	"github.com/quire-dev/quire/replay"
+	"github.com/quire-dev/quire/shutdown"
 )
 
 // Ack is what the oracle knows of a transition: acknowledged to the
@@ -63,16 +65,35 @@ type oracle struct {
 	expired    map[string]int    // workflow -> expiries in this run
 	delayed    map[string][2]int64
 	started    map[string]bool // "job#attempt" of every acknowledged attempt_started
+	budget     map[uint64]deadlines.Budget
+	root       deadlines.Root    // the current run's shutdown root, if any
+	liveJobs   map[string]uint64 // unfinished job -> seq that made it known
+	doneJobs   map[string]uint64 // finished job -> seq that finished it
+	liveWfs    map[string]uint64
+	doneWfs    map[string]uint64
 	violations []string
 
-	mu    sync.Mutex // guards calls, appended from handler goroutines
+	mu    sync.Mutex // guards epoch and calls, appended from handler goroutines
+	epoch int        // the current instance
 	calls []string   // "job#attempt" of handler calls not yet checked
 }
 
-// called notes a handler call; it runs on the handler's goroutine.
-func (o *oracle) called(job string, attempt int) {
+// called notes a handler call by the instance of epoch; it runs on the
+// handler's goroutine. Calls by an instance that has crashed or stopped
+// are not the current journal's to answer for and are dropped.
+func (o *oracle) called(epoch int, job string, attempt int) {
 	o.mu.Lock()
-	o.calls = append(o.calls, fmt.Sprintf("%s#%d", job, attempt))
+	if epoch == o.epoch {
+		o.calls = append(o.calls, fmt.Sprintf("%s#%d", job, attempt))
+	}
+	o.mu.Unlock()
+}
+
+// setEpoch makes the instance of epoch the current one.
+func (o *oracle) setEpoch(epoch int) {
+	o.mu.Lock()
+	o.epoch = epoch
+	o.calls = nil
 	o.mu.Unlock()
 }
 
@@ -103,6 +124,10 @@ func (o *oracle) reset() {
 	o.deadline, o.expired = map[string]int64{}, map[string]int{}
 	o.delayed = map[string][2]int64{}
 	o.started = map[string]bool{}
+	o.budget = map[uint64]deadlines.Budget{}
+	o.root = deadlines.Root{}
+	o.liveJobs, o.doneJobs = map[string]uint64{}, map[string]uint64{}
+	o.liveWfs, o.doneWfs = map[string]uint64{}, map[string]uint64{}
 }
 
 func (o *oracle) violate(format string, args ...any) {
@@ -127,7 +152,7 @@ func (o *oracle) stopped() {}
 
 // observe reads the records the live engine acknowledged since the last
 // step, checks them, and compares the live state with their replay.
-func (o *oracle) observe(ctx context.Context, e *api.Engine) ([32]byte, bool) {
+func (o *oracle) observe(ctx context.Context, e *api.Engine, now time.Time) ([32]byte, bool) {
 	live, seq, err := e.StateDigest(ctx)
 	if err != nil {
 		o.violate("state digest: %v", err)
@@ -160,7 +185,107 @@ func (o *oracle) observe(ctx context.Context, e *api.Engine) ([32]byte, bool) {
 			return live, false
 		}
 	}
+	if !o.checkMemory(ctx, e) {
+		return live, false
+	}
+	o.checkOverdue(now)
 	return live, len(o.violations) == 0
+}
+
+// testHookLive, when set by a test, rewrites what the engine reports it
+// holds in memory before the oracle checks it: the planted-bug tests add a
+// finished job there, as an engine that forgets to drop one would.
+var testHookLive func(jobs, workflows []string) ([]string, []string)
+
+// checkMemory checks that the engine holds in memory exactly the work the
+// journal shows unfinished: every job until its attempt_succeeded, every
+// workflow until workflow_completed or workflow_cancelled. Finished work
+// lives only in the journal's terminal index (replay.State).
+func (o *oracle) checkMemory(ctx context.Context, e *api.Engine) bool {
+	jobs, wfs, err := api.SimLive(ctx, e)
+	if err != nil {
+		o.violate("read the engine's memory: %v", err)
+		return false
+	}
+	if h := testHookLive; h != nil {
+		jobs, wfs = h(jobs, wfs)
+	}
+	diff := func(kind string, got []string, live, done map[string]uint64) bool {
+		in := make(map[string]bool, len(got))
+		for _, id := range got {
+			in[id] = true
+			if _, ok := live[id]; ok {
+				continue
+			}
+			if seq, ok := done[id]; ok {
+				o.violate("memory holds %s %s, which the journal finished at seq %d", kind, id, seq)
+			} else {
+				o.violate("memory holds %s %s, which the journal does not know", kind, id)
+			}
+			return false
+		}
+		for _, id := range sortedSeqKeys(live) {
+			if !in[id] {
+				o.violate("memory lacks unfinished %s %s (known since seq %d)", kind, id, live[id])
+				return false
+			}
+		}
+		return true
+	}
+	return diff("job", jobs, o.liveJobs, o.doneJobs) && diff("workflow", wfs, o.liveWfs, o.doneWfs)
+}
+
+// checkOverdue checks, at a quiescent point of a live engine, that no
+// attempt is still open at or after its hard cutoff H (capped by the
+// shutdown root): every attempt deadline fires, at the latest at H.
+func (o *oracle) checkOverdue(now time.Time) {
+	for _, job := range sortedSeqKeys(o.open) {
+		tok := o.open[job]
+		b, ok := o.budget[tok]
+		if !ok {
+			continue
+		}
+		if h := b.CapRoot(o.root).H; !now.Before(h) {
+			o.violate("deadline missed: attempt %d (token %d) of job %s is still open at %v, its hard cutoff was %v",
+				o.attemptOf(tok), tok, job, now.UTC(), h.UTC())
+			return
+		}
+	}
+}
+
+// attemptOf returns the attempt number token started, for messages.
+func (o *oracle) attemptOf(tok uint64) int {
+	if int(tok) <= len(o.recs) {
+		if s, ok := o.recs[tok-1].Body.(*record.AttemptStarted); ok {
+			return int(s.Attempt)
+		}
+	}
+	return 0
+}
+
+// checkReport checks that the newest shutdown report in the journal is
+// the one the engine returned (SD-33); it never changes afterwards, since
+// every acknowledged record must stay as it was.
+func (o *oracle) checkReport(rep *shutdown.Report) bool {
+	var jr *record.ShutdownReport
+	for i := len(o.recs) - 1; i >= 0 && jr == nil; i-- {
+		jr, _ = o.recs[i].Body.(*record.ShutdownReport)
+	}
+	if jr == nil {
+		o.violate("SD-33: the shutdown returned a report the journal does not hold")
+		return false
+	}
+	if jr.Completion != rep.Completion.String() || jr.Trigger != rep.Trigger.String() || jr.Forced != rep.Forced ||
+		jr.InitiatedAt != rep.InitiatedAt.UnixNano() || jr.BudgetNanos != int64(rep.Budget) ||
+		jr.ElapsedNanos != int64(rep.Elapsed) || jr.DrainReconciled != rep.DrainReconciled ||
+		jr.CloseReconciled != rep.CloseReconciled || jr.RuntimeJoined != rep.RuntimeJoined ||
+		jr.Drained != int64(rep.Drained) || jr.Released != int64(rep.Released) ||
+		jr.Quarantined != int64(rep.Quarantined) || jr.Unresolved != int64(rep.Unresolved) ||
+		len(jr.ActionPhases) != len(rep.Actions) {
+		o.violate("SD-33: the journaled report %+v is not the returned one %+v", *jr, *rep)
+		return false
+	}
+	return true
 }
 
 func (o *oracle) scan(j *journal.Journal, from, to uint64) bool {
@@ -242,12 +367,76 @@ func (o *oracle) settle(r record.Record, out record.Outcome) {
 	if o.open[out.JobID] == out.Token {
 		delete(o.open, out.JobID)
 	}
+	o.checkFired(r, out)
+}
+
+// checkFired checks the attempt deadlines a settlement shows fired, each
+// once (one settlement per token) and never early, under the run's root
+// as the journal shows it: a deadline-driven reason is stamped with its
+// notification instant N (DL-16, DL-18), and an abandoned execution is
+// settled no earlier than its cooperative deadline C (DL-22, DL-26).
+func (o *oracle) checkFired(r record.Record, out record.Outcome) {
+	b, ok := o.budget[out.Token]
+	if !ok || out.Reason == "" {
+		if out.Execution == "abandoned" {
+			o.violate("DL-26: seq %d abandons attempt %d of job %s without a reason", r.Seq, out.Token, out.JobID)
+		}
+		return
+	}
+	reason, ok := deadlines.ParseReason(out.Reason)
+	if !ok {
+		o.violate("seq %d settles job %s with an unknown reason %q", r.Seq, out.JobID, out.Reason)
+		return
+	}
+	at := time.Unix(0, out.ReasonAt)
+	if out.ReasonAt > r.At {
+		o.violate("early: seq %d at %d settles job %s with reason %s recorded later, at %d", r.Seq, r.At, out.JobID, out.Reason, out.ReasonAt)
+		return
+	}
+	switch reason {
+	case deadlines.ReasonDeliveryTimeout, deadlines.ReasonShutdownDeadline:
+		// N without the root (the reason fired before the shutdown) or
+		// with it; the instant is the deadline's, never the observation's.
+		n0, why0 := b.Notification(deadlines.Root{})
+		n1, why1 := b.Notification(o.root)
+		if !(why0 == reason && at.Equal(n0)) && !(o.root.Installed() && why1 == reason && at.Equal(n1)) {
+			want := fmt.Sprintf("%v (%s)", n0.UTC(), why0)
+			if o.root.Installed() {
+				want += fmt.Sprintf(", or %v (%s) under the shutdown root", n1.UTC(), why1)
+			}
+			o.violate("DL-16: seq %d: %s of job %s recorded at %v, its notification instant is %s",
+				r.Seq, reason, out.JobID, at.UTC(), want)
+			return
+		}
+	}
+	if out.Execution == "abandoned" {
+		c := deadlines.CooperativeDeadline(at, b.OwnerCutoff(reason, at, o.root), o.root)
+		if r.At < c.UnixNano() {
+			o.violate("early: seq %d abandons the attempt (token %d) of job %s at %v, before its cooperative deadline %v",
+				r.Seq, out.Token, out.JobID, time.Unix(0, r.At).UTC(), c.UTC())
+		}
+	}
 }
 
 func (o *oracle) checkRecord(r record.Record) {
 	switch b := r.Body.(type) {
+	case *record.RunStarted:
+		// DL-44: a new run revokes every attempt the last one left open;
+		// none of them may settle afterwards, and no deadline of theirs
+		// is due any more.
+		o.root = deadlines.Root{}
+		clear(o.open)
+	case *record.ShutdownInitiated:
+		o.root = deadlines.NewRoot(time.Unix(0, b.StartAt), time.Duration(b.TotalNanos))
+		if o.root.G().UnixNano() != b.GracefulAt || o.root.Hr().UnixNano() != b.HardAt {
+			o.violate("SD-4: seq %d: root of %v from %d has G %d and Hr %d, want %d and %d", r.Seq,
+				time.Duration(b.TotalNanos), b.StartAt, b.GracefulAt, b.HardAt, o.root.G().UnixNano(), o.root.Hr().UnixNano())
+		}
 	case *record.JobEnqueued:
 		o.avail[b.JobID] = b.AvailableAt
+		if _, ok := o.liveJobs[b.JobID]; !ok {
+			o.liveJobs[b.JobID] = r.Seq
+		}
 	case *record.AttemptStarted:
 		if r.At < o.avail[b.JobID] {
 			o.violate("early: attempt %d of job %s starts at %d, the job is available at %d", b.Attempt, b.JobID, r.At, o.avail[b.JobID])
@@ -257,9 +446,14 @@ func (o *oracle) checkRecord(r record.Record) {
 		}
 		o.starts[r.Seq] = b.JobID
 		o.open[b.JobID] = r.Seq
+		o.budget[r.Seq] = deadlines.Budget{S: time.Unix(0, b.StartAt), H: time.Unix(0, b.HardAt), P: time.Unix(0, b.NormalAt)}
 		o.started[fmt.Sprintf("%s#%d", b.JobID, b.Attempt)] = true
 	case *record.AttemptSucceeded:
 		o.settle(r, b.Outcome)
+		if _, ok := o.liveJobs[b.JobID]; ok {
+			delete(o.liveJobs, b.JobID)
+			o.doneJobs[b.JobID] = r.Seq
+		}
 	case *record.AttemptBuried:
 		o.settle(r, b.Outcome)
 	case *record.AttemptRetryScheduled:
@@ -273,6 +467,13 @@ func (o *oracle) checkRecord(r record.Record) {
 		o.avail[b.JobID] = b.AvailableAt
 	case *record.WorkflowStarted:
 		o.deadline[b.WorkflowID] = b.DeadlineAt
+		o.liveWfs[b.WorkflowID] = r.Seq
+	case *record.WorkflowCompleted:
+		delete(o.liveWfs, b.WorkflowID)
+		o.doneWfs[b.WorkflowID] = r.Seq
+	case *record.WorkflowCancelled:
+		delete(o.liveWfs, b.WorkflowID)
+		o.doneWfs[b.WorkflowID] = r.Seq
 	case *record.WorkflowRetried:
 		o.expired[b.WorkflowID] = 0
 	case *record.StepDelayed:
@@ -296,6 +497,15 @@ func (o *oracle) checkRecord(r record.Record) {
 			o.violate("workflow %s's deadline fired twice", b.WorkflowID)
 		}
 	}
+}
+
+func sortedSeqKeys(m map[string]uint64) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func sortedKeys(m map[string]Ack) []string {

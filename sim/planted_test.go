@@ -111,3 +111,161 @@ func TestPlantedBug_RetryExtendsDeadline(t *testing.T) {
 	})
 	expectCaught(t, planted, "deadline moved")
 }
+
+// forge installs a before-reopen hook that appends, once, the records
+// forge returns for the journal's records so far (in seq order): the
+// writes a buggy engine would have made before it stopped. forge gets the
+// seq the first appended record will have.
+func forge(t *testing.T, f func(recs []record.Record, next uint64) []record.Record) *bool {
+	t.Helper()
+	planted := new(bool)
+	sim.SetBeforeReopenHook(func(fs vfs.FS) {
+		if *planted {
+			return
+		}
+		j, err := journal.Open(sim.Dir, journal.Options{FS: fs, Clock: clocktest.New(sim.T0.Add(1000 * time.Hour))})
+		if err != nil {
+			t.Errorf("forge: open: %v", err)
+			return
+		}
+		defer j.Close()
+		var recs []record.Record
+		it := j.Scan(1, math.MaxUint64)
+		for it.Next() {
+			recs = append(recs, it.Record())
+		}
+		if err := it.Err(); err != nil {
+			t.Errorf("forge: scan: %v", err)
+		}
+		it.Close()
+		bad := f(recs, uint64(len(recs))+1)
+		if len(bad) == 0 {
+			return
+		}
+		if _, err := j.Append(context.Background(), bad...); err != nil {
+			t.Errorf("forge: append: %v", err)
+			return
+		}
+		*planted = true
+	})
+	t.Cleanup(func() { sim.SetBeforeReopenHook(nil) })
+	return planted
+}
+
+// delayedJob returns the JobEnqueued of the first job in recs that is
+// still waiting for its availability instant (it has no attempt yet).
+func delayedJob(recs []record.Record) (record.Record, *record.JobEnqueued) {
+	started := map[string]bool{}
+	for _, r := range recs {
+		if s, ok := r.Body.(*record.AttemptStarted); ok {
+			started[s.JobID] = true
+		}
+	}
+	for _, r := range recs {
+		if e, ok := r.Body.(*record.JobEnqueued); ok && !started[e.JobID] {
+			return r, e
+		}
+	}
+	return record.Record{}, nil
+}
+
+// expectCaughtDelayed is expectCaught with a job delayed past a crash
+// (no shutdown root caps the forged attempt), for the forgeries that
+// start an attempt of it.
+func expectCaughtDelayed(t *testing.T, planted *bool, want string) {
+	t.Helper()
+	w := sim.New(2)
+	register(w)
+	w.Enqueue("work", msg{N: 1}, api.Delay(10*time.Hour))
+	w.Advance(time.Minute)
+	w.CrashWith(0)
+	w.Advance(time.Minute)
+	err := w.Finish()
+	if !*planted {
+		t.Fatal("the bug was not planted: no record to forge from")
+	}
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("the oracle missed the planted bug: err = %v, want %q", err, want)
+	}
+	t.Logf("caught: %v", err)
+}
+
+// forgedAttempt returns an attempt_started of job (its first attempt, with
+// a 30 s budget from s) and a retry settlement of it by a delivery timeout
+// recorded at reasonAt, as abandoned if abandoned is set.
+func forgedAttempt(stream string, job *record.JobEnqueued, token uint64, s time.Time, reasonAt time.Duration, abandoned bool) []record.Record {
+	started := &record.AttemptStarted{JobID: job.JobID, Attempt: 1, StartAt: s.UnixNano(),
+		HardAt: s.Add(30 * time.Second).UnixNano(), NormalAt: s.Add(29 * time.Second).UnixNano()}
+	out := record.Outcome{JobID: job.JobID, Token: token, Code: api.CodeDeliveryTimeout, Class: "retryable",
+		Reason: "delivery_timeout", ReasonAt: s.Add(reasonAt).UnixNano(), Execution: "returned", Joined: true}
+	if abandoned {
+		out.Execution, out.Joined = "abandoned", false
+	}
+	retry := &record.AttemptRetryScheduled{Outcome: out, DelayNanos: int64(time.Second),
+		AvailableAt: sim.T0.Add(1000*time.Hour + time.Second).UnixNano()}
+	return []record.Record{{Stream: stream, Body: started}, {Stream: stream, Body: retry}}
+}
+
+// TestPlantedBug_DeliveryTimeoutFiresEarly plants an attempt whose
+// delivery timeout was recorded a second before its normal cutoff P, as
+// an engine that stamps the reason from a mis-armed timer would write it.
+// The oracle must catch it: a deadline-driven reason is stamped with its
+// notification instant (DL-16), never earlier.
+func TestPlantedBug_DeliveryTimeoutFiresEarly(t *testing.T) {
+	planted := forge(t, func(recs []record.Record, next uint64) []record.Record {
+		r, job := delayedJob(recs)
+		if job == nil {
+			return nil
+		}
+		return forgedAttempt(r.Stream, job, next, sim.T0.Add(999*time.Hour), 28*time.Second, false)
+	})
+	expectCaughtDelayed(t, planted, "DL-16")
+}
+
+// TestPlantedBug_AbandonedBeforeC plants an attempt abandoned at its
+// notification instant instead of at the end of its cooperative window C
+// = P + 250 ms, as an engine that skips the window (DL-20) would write it:
+// the attempt settles (the journal's clock is at T0+1000h) before C.
+func TestPlantedBug_AbandonedBeforeC(t *testing.T) {
+	planted := forge(t, func(recs []record.Record, next uint64) []record.Record {
+		r, job := delayedJob(recs)
+		if job == nil {
+			return nil
+		}
+		// P = s + 29 s = T0+1000h: the settlement at T0+1000h is at P,
+		// 250 ms before C.
+		s := sim.T0.Add(1000*time.Hour - 29*time.Second)
+		return forgedAttempt(r.Stream, job, next, s, 29*time.Second, true)
+	})
+	expectCaughtDelayed(t, planted, "before its cooperative deadline")
+}
+
+// TestPlantedBug_MemoryKeepsFinishedWork makes the engine report, after
+// its first job completed, that it still holds that job in memory, as an
+// engine whose settlement forgets to drop finished work would. The oracle
+// must catch it: memory holds only what the journal shows unfinished.
+func TestPlantedBug_MemoryKeepsFinishedWork(t *testing.T) {
+	var done string
+	sim.SetLiveHook(func(jobs, wfs []string) ([]string, []string) {
+		if done != "" {
+			jobs = append(jobs, done)
+		}
+		return jobs, wfs
+	})
+	t.Cleanup(func() { sim.SetLiveHook(nil) })
+	w := sim.New(2)
+	w.Register(func(e *api.Engine) error {
+		return api.Handle(e, "ok", func(ctx context.Context, d *api.Delivery, in msg) error { return nil })
+	})
+	id := w.Enqueue("ok", msg{N: 1})
+	if w.Failed() {
+		t.Fatalf("before the bug: %v", w.Err())
+	}
+	done = id
+	w.Advance(time.Second)
+	err := w.Finish()
+	if err == nil || !strings.Contains(err.Error(), "memory holds job "+id+", which the journal finished") {
+		t.Fatalf("the oracle missed the planted bug: err = %v", err)
+	}
+	t.Logf("caught: %v", err)
+}

@@ -128,6 +128,9 @@ func (w *World) AdvanceTo(target time.Time) {
 			if t, ok := w.clk.Next(); ok && t.Before(next) {
 				next = t
 			}
+			if t, ok := w.act.next(now); ok && t.Before(next) {
+				next = t
+			}
 		}
 		if w.events.Len() > 0 && w.events[0].at.Before(next) {
 			next = w.events[0].at
@@ -174,10 +177,7 @@ func (w *World) CrashWith(pct int) {
 	w.step(fmt.Sprintf("crash %d%%", pct), func() {
 		w.crashN++
 		img := w.crashImage(pct)
-		dead, cancel := context.WithCancel(w.ctx)
-		cancel()
-		w.eng.Close(dead) // abandoned, as a crash would; errors ignored
-		w.eng = nil
+		w.kill()
 		w.image = img
 		w.fs = img
 		w.orc.crashed()
@@ -185,28 +185,11 @@ func (w *World) CrashWith(pct int) {
 	})
 }
 
-// Shutdown shuts the engine down gracefully. The next step reopens it.
-func (w *World) Shutdown() {
-	w.step("shutdown", func() {
-		if err := w.eng.Shutdown(w.ctx); err != nil {
-			w.fail("shutdown: %v", err)
-		}
-		w.eng.Close(w.ctx)
-		w.eng = nil
-		w.stopped = true
-		w.orc.stopped()
-	})
-}
-
-// Restart shuts the engine down gracefully and opens it again.
-func (w *World) Restart() {
-	w.Shutdown()
-	w.step("restart", func() {})
-}
-
 // Finish ends the scenario: it runs the remaining events, checks the
-// final state once more, shuts the engine down and audits the journal it
-// leaves. [WithT] worlds call it when the test ends.
+// final state once more, shuts the engine down (moving the clock while the
+// shutdown waits for parked work, see [World.Take]) and audits the journal
+// it leaves. Work still parked then is ended as a process exit would end
+// it. [WithT] worlds call Finish when the test ends.
 func (w *World) Finish() error {
 	if w.done {
 		return w.err
@@ -214,9 +197,13 @@ func (w *World) Finish() error {
 	w.Run()
 	w.step("finish", func() {})
 	if w.err == nil && w.eng != nil {
-		w.eng.Close(w.ctx)
-		w.eng = nil
-		w.orc.stopped()
+		if w.shut == nil {
+			w.step("shutdown begin", w.beginShutdown)
+		}
+		w.awaitShutdown()
+	}
+	w.act.kill(-1, w.clk.Now())
+	if w.err == nil {
 		if !w.orc.audit(w.fs, w.clk.Now()) {
 			w.fail("final audit: %s", w.orc.first())
 		}

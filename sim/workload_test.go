@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"time"
 
 	"github.com/quire-dev/quire/api"
@@ -18,6 +19,8 @@ type mix struct {
 	crash   int // percent of steps that crash
 	restart int // percent of steps that restart gracefully
 	jump    int // percent of steps that jump the clock (forward or back)
+	slow    int // percent of steps that enqueue a job whose handler takes time
+	stop    int // percent of steps that shut down: graceful, graceful then force, or force
 }
 
 // register installs the standard workload's handler and workflow on every
@@ -48,10 +51,36 @@ func register(w *sim.World) {
 	})
 }
 
+// registerSlow installs handler "slow": each attempt takes a simulated
+// duration of 0..8 s, drawn from the seed, job and attempt, against a 4 s
+// DeliveryTimeout (P = 3 s, so some attempts time out), and cooperates
+// with its cancellation or ignores it, half the time each (DL-20..DL-26).
+func registerSlow(w *sim.World) {
+	w.Register(func(e *api.Engine) error {
+		return api.Handle(e, "slow", func(ctx context.Context, d *api.Delivery, in msg) error {
+			h := fnv.New64a()
+			fmt.Fprintf(h, "%d/%s/%d", w.Seed(), d.JobID(), d.Attempt())
+			took := time.Duration(h.Sum64()%8000) * time.Millisecond
+			mode := sim.Cooperate
+			if w.Fails(d.JobID(), d.Attempt(), 50) {
+				mode = sim.Ignore
+			}
+			if err := w.Take(ctx, key(d), took, mode); err != nil {
+				return api.Retryable("STOPPED", err)
+			}
+			return nil
+		}, api.MaxAttempts(3), api.DeliveryTimeout(4*time.Second),
+			api.Backoff(api.BackoffPolicy{Kind: api.BackoffFixed, Base: time.Second}))
+	})
+}
+
 // workload drives w through m.steps seeded steps and lets the work settle.
 func workload(m mix) func(w *sim.World) {
 	return func(w *sim.World) {
 		register(w)
+		if m.slow > 0 {
+			registerSlow(w)
+		}
 		workloadSteps(w, m)
 		settle(w)
 	}
@@ -74,7 +103,12 @@ func workloadSteps(w *sim.World, m mix) {
 				w.Crash()
 			case p < m.crash+m.restart:
 				w.Restart()
-			case p < m.crash+m.restart+m.jump:
+			case p < m.crash+m.restart+m.stop:
+				shutdownStep(w, r.IntN(3))
+			case p < m.crash+m.restart+m.stop+m.slow:
+				w.Enqueue("slow", msg{N: n})
+				n++
+			case p < m.crash+m.restart+m.stop+m.slow+m.jump:
 				if r.IntN(4) == 0 {
 					w.JumpBack(time.Duration(1+r.IntN(600)) * time.Second)
 				} else {
@@ -95,6 +129,26 @@ func workloadSteps(w *sim.World, m mix) {
 				w.Advance(time.Duration(1+r.IntN(400)) * time.Second)
 			}
 		}
+	}
+}
+
+// shutdownStep shuts w down one of three ways: gracefully (SD-13), by a
+// graceful shutdown forced after a seeded wait (SD-22), or forced at once.
+// A shutdown that waits for handlers that ignore their cancellation may
+// end Incomplete: that is an outcome, not a failure. The next step
+// reopens the engine.
+func shutdownStep(w *sim.World, how int) {
+	switch how {
+	case 0:
+		w.Shutdown()
+	case 1:
+		w.BeginShutdown()
+		w.Advance(time.Duration(1+w.Rand().IntN(29000)) * time.Millisecond)
+		if w.ShuttingDown() {
+			w.ForceShutdown()
+		}
+	default:
+		w.ForceShutdown()
 	}
 }
 

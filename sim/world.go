@@ -22,8 +22,9 @@ var T0 = time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
 // Dir is the journal directory on the world's in-memory filesystem.
 const Dir = "db"
 
-// idleTimeout bounds one WaitIdle in real time: a world that makes no
-// progress for this long fails naming its seed (the watchdog).
+// idleTimeout bounds, in real time, the wait for one quiescent point: a
+// world that reaches none for this long fails naming its seed (the
+// watchdog).
 const idleTimeout = 60 * time.Second
 
 // maxStops bounds the timer instants one Advance stops at; past it the
@@ -57,6 +58,7 @@ type config struct {
 	mod   []func(*api.Options)
 
 	slow, slowLimit time.Duration
+	stepMode        bool
 }
 
 // WithT reports the world's failures to tb: the first oracle violation or
@@ -71,6 +73,12 @@ func WithT(tb testing.TB) Option { return func(c *config) { c.tb = tb } }
 func Setup(f func(e *api.Engine) error) Option {
 	return func(c *config) { c.setup = append(c.setup, f) }
 }
+
+// StepMode makes the world find every quiescent point by looking at all
+// the goroutines of the process, not only at the engine's loop (see "Step
+// mode" in the package documentation). A world that parks work in
+// [World.Take], or runs a shutdown, does so from then on anyway.
+func StepMode() Option { return func(c *config) { c.stepMode = true } }
 
 // EngineOptions adjusts the engine's options after the world has set its
 // own (directory, filesystem, clock, entropy, jitter source).
@@ -101,6 +109,11 @@ type World struct {
 	crashN  int
 	image   *vfs.MemFS // the last crash image, kept for failure artifacts
 	stopped bool       // the engine was shut down and not reopened
+
+	act   *actors
+	stack []byte       // runtime.Stack buffer of the quiescence check
+	shut  *shutdownRun // the shutdown in progress, if any
+	last  *ShutdownResult
 
 	events  eventHeap
 	evSeq   uint64
@@ -134,6 +147,8 @@ func New(seed uint64, opts ...Option) *World {
 		trace:   0xcbf29ce484222325 ^ seed,
 		orc:     newOracle(),
 		inj:     newInjector(),
+		act:     newActors(),
+		stack:   make([]byte, 64<<10),
 	}
 	for _, o := range opts {
 		o(&w.cfg)
@@ -154,6 +169,7 @@ func New(seed uint64, opts ...Option) *World {
 				w.eng.Close(dead)
 				w.eng = nil
 			}
+			w.act.kill(-1, w.clk.Now())
 		})
 	}
 	return w
@@ -253,8 +269,9 @@ func (w *World) options() api.Options {
 	}
 	// Every handler call is noted, so the oracle can check that its
 	// attempt_started was acknowledged before it (RL-10).
+	epoch := w.epoch
 	o.Middleware = []api.Middleware{api.MiddlewareFuncs{Label: "sim", BeforeFunc: func(ctx context.Context, d *api.Delivery) error {
-		w.orc.called(d.JobID(), d.Attempt())
+		w.orc.called(epoch, d.JobID(), d.Attempt())
 		return nil
 	}}}
 	for _, m := range w.cfg.mod {
@@ -283,6 +300,8 @@ func (w *World) open() {
 		return
 	}
 	w.epoch++ // every instance draws fresh entropy: ids never repeat
+	w.act.setEpoch(w.epoch)
+	w.orc.setEpoch(w.epoch)
 	eng, err := api.Open(w.ctx, w.options())
 	if err != nil {
 		w.fail("open (epoch %d): %v", w.epoch, err)
@@ -303,15 +322,126 @@ func (w *World) open() {
 	w.check("open")
 }
 
+// idle brings the world to a quiescent point at the current instant (see
+// "Step mode" in the package documentation): every goroutine of the
+// process waits for another one. Then it ends a finished shutdown, or
+// wakes the first parked work that is due (each wake-up is checked and
+// traced as a step of its own) and settles again, until neither is left.
 func (w *World) idle() {
-	if w.eng == nil || w.err != nil {
+	if w.err != nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(w.ctx, idleTimeout)
-	defer cancel()
-	if err := w.eng.WaitIdle(ctx); err != nil {
-		w.fail("wait idle (watchdog, %v of real time): %v", idleTimeout, err)
+	limit := time.NewTimer(idleTimeout)
+	defer limit.Stop()
+	woke := ""
+	for w.err == nil {
+		if !w.waitIdle() {
+			return
+		}
+		if !w.strict() {
+			return // the engine's WaitIdle is the quiescent point
+		}
+		if !w.settled(limit.C) {
+			w.fail("watchdog: no quiescent point after %v of real time (a handler blocking on something else than Take, or a stuck engine)", idleTimeout)
+			return
+		}
+		if w.shut != nil {
+			select {
+			case err := <-w.shut.done:
+				w.endShutdown(err)
+				continue
+			default:
+			}
+		}
+		if woke != "" {
+			w.check(woke)
+			woke = ""
+			continue
+		}
+		if woke = w.act.wakeOne(w.clk.Now()); woke == "" {
+			return
+		}
 	}
+}
+
+// settled waits for a quiescent point. While a shutdown runs, all
+// goroutines blocked is not enough: a waiter of the engine's loop (the
+// drain's or the join's) can be due and still unwoken until the loop next
+// runs, so the coordinator would go on at whatever later instant the next
+// call reaches the loop. The world therefore nudges the loop with a read
+// (StateDigest) and waits again, until a nudge changes nothing: the same
+// decided seq and the shutdown still not over. It reports false if limit
+// fired first.
+func (w *World) settled(limit <-chan time.Time) bool {
+	if !waitQuiet(&w.stack, limit) {
+		return false
+	}
+	if w.shut == nil || w.eng == nil {
+		return true
+	}
+	prev := ^uint64(0)
+	for {
+		_, seq, err := w.eng.StateDigest(w.ctx)
+		if !waitQuiet(&w.stack, limit) {
+			return false
+		}
+		if err != nil || seq == prev || len(w.shut.done) > 0 {
+			return true // closed or over: the caller ends the shutdown
+		}
+		prev = seq
+	}
+}
+
+// strict reports whether the world must find its quiescent points by
+// looking at every goroutine (step mode) rather than trust the engine's
+// WaitIdle: in step mode, once work has been parked in Take (an abandoned
+// execution may still return), and while a shutdown runs (its
+// coordinator waits on the clock, outside the engine's loop).
+func (w *World) strict() bool {
+	return w.cfg.stepMode || w.act.used.Load() || w.shut != nil
+}
+
+// waitIdle is the fast path of idle: the engine's own WaitIdle, which
+// returns as soon as no attempt runs. It cannot return while work is
+// parked in Take (the attempt is running) or while a shutdown runs, so it
+// is skipped then, and given up as soon as some work parks. It reports
+// false if the world failed.
+func (w *World) waitIdle() bool {
+	if w.eng == nil || w.shut != nil || w.act.count() > 0 {
+		return true
+	}
+	// Work parks before it signals: drain a stale signal, then look again,
+	// so that a park between the two is seen by one or the other.
+	select {
+	case <-w.act.parks:
+	default:
+	}
+	if w.act.count() > 0 {
+		return true
+	}
+	ctx, cancel := context.WithCancel(w.ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	eng := w.eng
+	go func() { done <- eng.WaitIdle(ctx) }()
+	watchdog := time.NewTimer(idleTimeout)
+	defer watchdog.Stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			w.fail("wait idle: %v", err)
+			return false
+		}
+	case <-w.act.parks:
+		cancel()
+		<-done
+	case <-watchdog.C:
+		cancel()
+		<-done
+		w.fail("wait idle (watchdog, %v of real time): the engine never became idle", idleTimeout)
+		return false
+	}
+	return true
 }
 
 // check runs the oracle against the live engine and mixes what into the
@@ -321,7 +451,7 @@ func (w *World) check(what string) {
 		return
 	}
 	if w.eng != nil {
-		dig, ok := w.orc.observe(w.ctx, w.eng)
+		dig, ok := w.orc.observe(w.ctx, w.eng, w.clk.Now())
 		if !ok {
 			w.fail("after %s: %s", what, w.orc.first())
 			return

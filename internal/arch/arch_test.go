@@ -54,8 +54,10 @@ var rules = map[string]rule{
 		third:       []string{msgpack, ulid, pebble},
 		systemClock: true,
 	},
+	// sim reads shutdown reports and errors as api returns them: api's
+	// public signatures carry shutdown's types (ShutdownReport, *Error).
 	"sim": {
-		quire: []string{"api", "clock", "clock/clocktest", "journal", "journal/record", "replay", "deadlines"},
+		quire: []string{"api", "clock", "clock/clocktest", "journal", "journal/record", "replay", "deadlines", "shutdown"},
 		third: []string{pebbleVFS},
 	},
 	// qctl reads through journal, record and replay; only the commands that

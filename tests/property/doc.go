@@ -11,18 +11,18 @@
 // | T1  | TestT1_KillDuringAppends; TestT1_JournalModel; TestT1_KillDuringAppends; TestEngineCrash_* | journal; tests/property; sim; api |
 // | T2  | TestT2_MultiRecordAtomicity                                      | journal          |
 // | T3  | TestT3_WALFaultFailStop (both)                                   | journal; sim     |
-// | T4  | missing: write faults everywhere in a child process              | —                |
+// | T4  | TestT4_WriteFaultsEverywhere (a child process per write op)      | journal          |
 // | T5  | TestT5_MidJournalBitFlip                                         | journal          |
 // | T6  | TestT6_TornFinalRecord                                           | journal          |
 // | T7  | TestT7_EnvelopeAndChain                                          | journal          |
 // | T8  | TestT8_*, FuzzDecodeRecord, FuzzPrescan                          | journal/record   |
-// | T9  | TestT9_Determinism                                               | sim              |
+// | T9  | TestT9_Determinism; TestT9_DeterminismWithDurations (step mode)  | sim              |
 // | T10 | TestT10_ReplayEqualsLive; TestT10_SnapshotPlusTail; TestRL7_MachineLiveEqualsReplay | sim; tests/property; scheduler |
-// | T11 | missing: golden journals (no committed testdata/journals yet)    | —                |
+// | T11 | TestT11_GoldenJournals (images from TestT11_WriteGolden)         | tests/golden     |
 // | T12 | TestT12_ClockJumps                                               | sim              |
 // | T13 | TestT13_* (budget, caps, root, backoff, extreme inputs)          | deadlines        |
 // | T14 | TestT14_ExecutionAndSettlement; TestEngineCrash_*                | sim; api         |
-// | T15 | TestT15_SlowDisk (trace equality; DiskSlow metric not checked)   | sim              |
+// | T15 | TestT15_SlowDisk (trace); TestT15_DiskSlowReachesMetrics         | sim; journal     |
 //
 // Other properties here: TestSchedulerModel (random enqueue, dispatch,
 // signal, advance, jump, crash and restart against a model of acknowledged

@@ -1,0 +1,229 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Mode says what work that takes simulated time ([World.Take]) does when
+// its context ends before its duration has passed.
+type Mode uint8
+
+// Modes.
+const (
+	// Cooperate ends the work as soon as its context ends: Take returns
+	// context.Cause(ctx) at the instant the engine cancelled it.
+	Cooperate Mode = iota
+	// Ignore runs the work to the end of its duration whatever its
+	// context says, as a handler that never checks it would.
+	Ignore
+)
+
+func (m Mode) String() string {
+	if m == Ignore {
+		return "ignore"
+	}
+	return "cooperate"
+}
+
+// Work is one call of [World.Take] that has ended: which work, when it
+// began, when it ended on the simulated clock and whether its context
+// ended it.
+type Work struct {
+	Key       string
+	Start     time.Time
+	End       time.Time
+	Mode      Mode
+	Cancelled bool // Cooperate work whose context ended first
+	Killed    bool // the instance it ran on crashed first
+}
+
+// actor is one Take call parked until the world wakes it.
+type actor struct {
+	key   string
+	epoch int
+	start time.Time
+	until time.Time
+	mode  Mode
+	ctx   context.Context
+	wake  chan wakeKind
+}
+
+type wakeKind uint8
+
+const (
+	wakeElapsed wakeKind = iota + 1
+	wakeCancelled
+	wakeKilled
+)
+
+// actors is the world's table of parked work. Handlers park in it from
+// their own goroutines; only the world's goroutine wakes them, one at a
+// time and only at quiescent points, so that what a handler does after
+// its simulated duration happens at a reproducible instant.
+type actors struct {
+	mu     sync.Mutex
+	epoch  int
+	parked map[string]*actor
+	parks  chan struct{} // receives (without blocking) whenever work parks
+	done   []Work
+	used   atomic.Bool // some work was ever parked
+}
+
+func newActors() *actors {
+	return &actors{parked: map[string]*actor{}, parks: make(chan struct{}, 1)}
+}
+
+// Take makes the calling handler, guard, middleware or termination hook
+// "take" d of simulated time: it blocks until the world's clock has moved
+// d past the instant of the call, and returns nil. With [Cooperate] it
+// returns earlier, with context.Cause(ctx), once ctx ends (the engine
+// cancels an attempt's context at its notification instant, a hook's at
+// its fair-share deadline); with [Ignore] it runs to its end regardless,
+// and the engine may abandon it meanwhile (DL-26).
+//
+// key names the work in the trace and orders wake-ups at one instant: it
+// must be unique among works parked at the same time and derived from the
+// seed, e.g. the job id and attempt ("job/attempt"), never a pointer.
+//
+// The world moves its clock to the end of every parked work, so each one
+// ends at its own instant; the engine is quiescent (see "Step mode" in the
+// package documentation) before and after each wake-up. If the engine
+// instance crashes while the work is parked, the calling goroutine exits
+// (runtime.Goexit), as a killed process's would.
+func (w *World) Take(ctx context.Context, key string, d time.Duration, mode Mode) error {
+	start := w.clk.Now()
+	if d <= 0 {
+		return nil
+	}
+	if mode == Cooperate && ctx.Err() != nil {
+		w.act.note(Work{Key: key, Start: start, End: start, Mode: mode, Cancelled: true})
+		return context.Cause(ctx)
+	}
+	a := &actor{key: key, start: start, until: start.Add(d), mode: mode, ctx: ctx, wake: make(chan wakeKind, 1)}
+	w.act.used.Store(true)
+	w.act.mu.Lock()
+	a.epoch = w.act.epoch
+	if _, dup := w.act.parked[key]; dup {
+		w.act.mu.Unlock()
+		panic(fmt.Sprintf("sim: Take: work %q is already parked; keys must be unique", key))
+	}
+	w.act.parked[key] = a
+	w.act.mu.Unlock()
+	select {
+	case w.act.parks <- struct{}{}:
+	default:
+	}
+	switch <-a.wake {
+	case wakeCancelled:
+		return context.Cause(ctx)
+	case wakeKilled:
+		runtime.Goexit()
+	}
+	return nil
+}
+
+// Works returns every [World.Take] that has ended so far, in the order the
+// world ended them.
+func (w *World) Works() []Work {
+	w.act.mu.Lock()
+	defer w.act.mu.Unlock()
+	return append([]Work(nil), w.act.done...)
+}
+
+func (t *actors) note(wk Work) {
+	t.mu.Lock()
+	t.done = append(t.done, wk)
+	t.mu.Unlock()
+}
+
+// count returns how many works are parked.
+func (t *actors) count() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.parked)
+}
+
+// next returns the earliest end of a parked work after now.
+func (t *actors) next(now time.Time) (time.Time, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var at time.Time
+	ok := false
+	for _, a := range t.parked {
+		if a.until.After(now) && (!ok || a.until.Before(at)) {
+			at, ok = a.until, true
+		}
+	}
+	return at, ok
+}
+
+// wakeOne wakes the first parked work, in key order, whose duration has
+// passed at now or which cooperates and whose context has ended; it
+// returns a description for the trace, or "" if none is due.
+func (t *actors) wakeOne(now time.Time) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	keys := make([]string, 0, len(t.parked))
+	for k := range t.parked {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		a := t.parked[k]
+		kind := wakeKind(0)
+		switch {
+		case !now.Before(a.until):
+			kind = wakeElapsed
+		case a.mode == Cooperate && a.ctx.Err() != nil:
+			kind = wakeCancelled
+		default:
+			continue
+		}
+		delete(t.parked, k)
+		t.done = append(t.done, Work{Key: k, Start: a.start, End: now, Mode: a.mode, Cancelled: kind == wakeCancelled})
+		a.wake <- kind
+		if kind == wakeCancelled {
+			return "cancel " + k
+		}
+		return "end " + k
+	}
+	return ""
+}
+
+// kill ends every work parked on the instance of epoch (every instance's
+// if epoch < 0): its goroutine exits without returning, as a crash or a
+// process exit ends it. It returns how many it ended.
+func (t *actors) kill(epoch int, now time.Time) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	keys := make([]string, 0, len(t.parked))
+	for k := range t.parked {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		a := t.parked[k]
+		if epoch >= 0 && a.epoch != epoch {
+			continue
+		}
+		delete(t.parked, k)
+		t.done = append(t.done, Work{Key: k, Start: a.start, End: now, Mode: a.mode, Killed: true})
+		a.wake <- wakeKilled
+		n++
+	}
+	return n
+}
+
+// setEpoch makes later parks belong to the instance of epoch.
+func (t *actors) setEpoch(epoch int) {
+	t.mu.Lock()
+	t.epoch = epoch
+	t.mu.Unlock()
+}
