@@ -701,7 +701,9 @@ func (r *Runner) arm(now time.Time) {
 	if r.timer != nil {
 		r.timer.Stop()
 	}
-	r.timer = r.cfg.Clock.NewTimer(next.Sub(now))
+	// Measured from a fresh reading, not the pass's now: the clock may have
+	// moved since, and a timer is armed relative to the clock's present.
+	r.timer = r.cfg.Clock.NewTimer(next.Sub(r.cfg.Clock.Now()))
 	r.timerAt = next
 }
 
