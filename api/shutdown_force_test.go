@@ -311,3 +311,184 @@ func TestDL41_SD24_CoordinatorReleasesAtTheOwnerCutoff(t *testing.T) {
 		t.Fatalf("DL-6: the released job %+v", j)
 	}
 }
+
+// revokedDuringCleanup drives the timeline of
+// TestDL41_SD24_CoordinatorReleasesAtTheOwnerCutoff (30 s root, SIGTERM
+// at 0, second SIGTERM at 5, forced owner cutoff 6) with one attempt
+// whose handler returns at 4, before the force, with no reason, so that
+// force does not reach it (DL-19) and its cleanup cutoff stays its own,
+// min(H, Hr) (DL-30). Its attempt scope's close, which blocks until
+// release is closed, is still running at the final abort at 6, which
+// revokes its authority and stamps forced_shutdown at 6 but settles
+// nothing yet: the close gets the final window cap_root(min(H, 6.1))
+// (DL-30). It returns once the final abort is done, with the shutdown's
+// result to come on res.
+func revokedDuringCleanup(t *testing.T, opts ...api.JobOption) (b *testBundle, id string, release chan struct{}, res chan error) {
+	t.Helper()
+	b = setup(t, func(o *api.Options) { o.ShutdownTimeout = 30 * time.Second })
+	endOnFailure(b)
+	p := newProbe()
+	p.free(t)
+	if err := api.Handle(b.eng, "work", p.handler()); err != nil {
+		t.Fatal(err)
+	}
+	id = b.enqueue("work", msg{}, opts...)
+	b.start()
+	d := <-p.started
+	closing, release := make(chan struct{}), make(chan struct{})
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	res = make(chan error, 1)
+	api.Signal(b.eng, syscall.SIGTERM)
+	go func() { res <- b.eng.Shutdown(b.ctx) }()
+	b.awaitRecord("phase 2 started", phaseStarted("drain"))
+	b.moveTo(t0, 4*time.Second)
+	p.send(d, func(ctx context.Context) error {
+		return d.Scope().Register("conn", closer(func() error {
+			close(closing)
+			<-release // ignores everything
+			return nil
+		}))
+	})
+	<-closing // the handler returned at 4; its scope's close hangs
+	b.moveTo(t0, 5*time.Second)
+	api.Signal(b.eng, syscall.SIGTERM)
+	b.awaitRecord("phase 3 started", phaseStarted("force"))
+	if _, _, ok := d.Cancellation().Reason(); ok {
+		t.Fatal("DL-19: force reached an attempt whose handler had returned")
+	}
+	b.moveTo(t0, ms(5999))
+	b.noRecord("settlement before the owner cutoff", settledJob(id))
+	b.moveTo(t0, 6*time.Second)
+	// The coordinator's final abort runs on its own goroutine at 6; it
+	// stamps the reason first.
+	wait, cancel := context.WithTimeout(b.ctx, time.Minute)
+	defer cancel()
+	for _, _, ok := d.Cancellation().Reason(); !ok; _, _, ok = d.Cancellation().Reason() {
+		if wait.Err() != nil {
+			t.Fatal("no final abort at the owner cutoff")
+		}
+		runtime.Gosched()
+	}
+	if err := api.Sync(b.eng); err != nil {
+		t.Fatal(err)
+	}
+	wantReason(t, d, api.ReasonForcedShutdown, t0.Add(6*time.Second))
+	b.noRecord("DL-30: release at the final abort, before its window", settledJob(id))
+	return b, id, release, res
+}
+
+// wantRevokedRelease checks the journal after a shutdown whose final
+// abort released job id at t0+at: exactly one settlement (DL-38), the
+// abort's attempt_released with the first reason, stamped by the abort,
+// its scope outcome as it really ended, and the DL-41/SD-24 order:
+// phase 3 started, the release, then phase 3 finished at t0+joined and
+// phase 4 after it.
+func wantRevokedRelease(b *testBundle, id string, at, joined time.Duration, scope, cleanup string) {
+	t := b.t
+	t.Helper()
+	recs := b.records()
+	settled := b.settlements(id)
+	if len(settled) != 1 {
+		t.Fatalf("%d settlements", len(settled))
+	}
+	r := settled[0]
+	wantOutcome(t, r, record.KindAttemptReleased, api.CodeSettlementRevoked, "forced_shutdown", t0.Add(6*time.Second), true)
+	if o := outcome(r); o.Scope != scope || o.Cleanup != cleanup || o.Execution != "returned" {
+		t.Fatalf("audit of the revoked attempt %+v", *o)
+	}
+	if rel := r.Body.(*record.AttemptReleased); rel.AvailableAt != t0.Add(at).UnixNano() {
+		t.Fatalf("released at t0%+v, want t0%+v", time.Unix(0, rel.AvailableAt).Sub(t0), at)
+	}
+	order := []struct {
+		what  string
+		match func(journalRecord) bool
+		at    time.Duration
+	}{
+		{"phase 3 started", phaseStarted("force"), 5 * time.Second},
+		{"attempt_released", settledJob(id), at},
+		{"phase 3 finished", phaseFinished("force"), joined},
+		{"phase 4 started", phaseStarted("close_evidence"), joined},
+	}
+	last := -1
+	for _, o := range order {
+		i := indexOf(recs, o.match)
+		if i <= last {
+			t.Fatalf("SD-24: %s at position %d, after position %d", o.what, i, last)
+		}
+		wantAppendedAt(t, o.what, recs[i], o.at)
+		last = i
+	}
+	if j := b.status(id); j.Status != api.JobPending || j.Consumed != 0 {
+		t.Fatalf("DL-6: the released job %+v", j)
+	}
+}
+
+// wantForcedCompleted checks the report of a forced shutdown whose one
+// attempt was released by the final abort and whose goroutines all
+// returned.
+func wantForcedCompleted(t *testing.T, b *testBundle, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	rep := b.eng.ShutdownReport()
+	if rep.Completion != shutdown.ForcedCompleted || rep.Released != 1 || rep.Unresolved != 0 ||
+		rep.Quarantined != 0 || !rep.DrainReconciled || !rep.RuntimeJoined {
+		t.Fatalf("report %+v", rep)
+	}
+}
+
+// TestDL30_DL41_RevokedCleanupFinishingInTheWindowIsReleasedThen: the
+// scope close still running at the final abort at 6 returns at 6.05,
+// inside the final window: the scope is recorded closed, and the
+// coordinator's release lands at 6.05, after which the joins are proven
+// and close evidence starts.
+func TestDL30_DL41_RevokedCleanupFinishingInTheWindowIsReleasedThen(t *testing.T) {
+	b, id, release, res := revokedDuringCleanup(t)
+	b.moveTo(t0, ms(6050))
+	b.noRecord("release before the close returned", settledJob(id))
+	close(release)
+	wantForcedCompleted(t, b, <-res)
+	b.open()
+	wantRevokedRelease(b, id, ms(6050), ms(6050), "closed", "")
+}
+
+// TestDL30_DL41_RevokedCleanupIgnoringCancellationIsCutAtTheWindowEnd: the
+// scope close that ignores everything is timed out exactly at the end of
+// the final window, 6 + 100 ms, where the release lands; phase 3 still
+// waits for the close's real return (6.5) before close evidence starts.
+func TestDL30_DL41_RevokedCleanupIgnoringCancellationIsCutAtTheWindowEnd(t *testing.T) {
+	b, id, release, res := revokedDuringCleanup(t)
+	b.moveTo(t0, ms(6099.999))
+	b.noRecord("release before the window's end", settledJob(id))
+	b.moveTo(t0, ms(6100))
+	b.awaitRecord("release", settledJob(id))
+	b.moveTo(t0, ms(6500))
+	b.noRecord("phase 3 finished before the close returned", phaseFinished("force"))
+	close(release)
+	wantForcedCompleted(t, b, <-res)
+	b.open()
+	wantRevokedRelease(b, id, ms(6100), ms(6500), "timed_out", api.CodeScopeCleanupTimedOut)
+}
+
+// TestDL30_DL41_RevokedWindowEndsAtH: with the job's own H = 6.04,
+// earlier than the final abort + 100 ms, the window ends at H: the close
+// is timed out and the release lands at 6.04.
+func TestDL30_DL41_RevokedWindowEndsAtH(t *testing.T) {
+	b, id, release, res := revokedDuringCleanup(t, api.DeliveryTimeout(ms(6040)))
+	b.moveTo(t0, ms(6039.999))
+	b.noRecord("release before H", settledJob(id))
+	b.moveTo(t0, ms(6040))
+	b.awaitRecord("release", settledJob(id))
+	b.moveTo(t0, ms(6500))
+	close(release)
+	wantForcedCompleted(t, b, <-res)
+	b.open()
+	wantRevokedRelease(b, id, ms(6040), ms(6500), "timed_out", api.CodeScopeCleanupTimedOut)
+}

@@ -73,6 +73,10 @@ type attempt struct {
 	// of the final reconciliation window (DL-30).
 	torn  bool
 	final time.Time
+	// revoked is set by the final abort of a shutdown ([Runner.Revoke],
+	// DL-41): when its cleanup ends, the abort's release is decided
+	// instead of the owner's settlement.
+	revoked bool
 }
 
 type hookRun struct {
@@ -708,6 +712,11 @@ func (r *Runner) onOwner(ev ownerEvent) {
 // the precedence of cleanup failures and the reason's accounting, and the
 // one settlement of the token is decided (DL-38, DL-40).
 func (r *Runner) settleAttempt(a *attempt, now time.Time) {
+	if a.revoked {
+		delete(r.attempts, a.att.Token)
+		r.releaseRevoked(a, now) // DL-41: the final abort settles it
+		return
+	}
 	if r.holdForAbort(a, now) {
 		return // DL-41: past its forced owner cutoff; Revoke settles it
 	}
@@ -836,9 +845,11 @@ func outcomeOf(b record.Body) *record.Outcome {
 // torn down once ([Runner.tear]): it loses its settlement authority and
 // its cleanup gets the final bounded window of DL-30 instead of being cut
 // at once. The loop ends when no owner has cleanup left and every record
-// decided meanwhile (the debug records of DL-15) is acknowledged. Tokens
-// stay open in the journal and recovery redelivers them (DL-44); what has
-// not returned stays quarantined.
+// decided meanwhile (the debug records of DL-15, the releases of revoked
+// attempts) is acknowledged. An owner torn down already, by the final
+// abort of a shutdown, keeps its window: nothing is restarted. Other
+// tokens stay open in the journal and recovery redelivers them (DL-44);
+// what has not returned stays quarantined.
 func (r *Runner) tearDown() bool {
 	now := r.cfg.Clock.Now()
 	torn := false
@@ -868,7 +879,11 @@ func (r *Runner) tearDown() bool {
 // reconciliation window E = cap_root(min(H, now + 100 ms)), never raised
 // and never restarted. An execution still running is abandoned now and
 // its termination hooks run with cause OwnerAbandoned inside that window;
-// hooks and a scope close already running keep running until it ends.
+// hooks and a scope close already running keep running inside it, hooks
+// until the hook chain deadline of the lowered cutoff (DL-31), the scope
+// close until the window ends. [Runner.Stop] and the final abort of a
+// shutdown ([Runner.Revoke]) both tear owners down through it; only the
+// latter settles the token, once that cleanup ends.
 func (r *Runner) tear(a *attempt, reason deadlines.Reason, now time.Time) {
 	if a.att.sig.record(reason, now) && a.att.sig.defaultedReason() {
 		r.noteReasonless(a)

@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"cmp"
 	"container/heap"
 	"context"
 	"slices"
@@ -60,50 +59,61 @@ func (r *Runner) holdForAbort(a *attempt, now time.Time) bool {
 // owner whose own cutoff is now acts before it loses its authority. Then,
 // for every attempt not yet settled, in token order:
 //
-//  1. its settlement authority is revoked: it leaves the owner's table, so
-//     no later owner event or execution return can settle its token
-//     (DL-26, DL-38);
-//  2. its remaining execution and cleanup contexts are cancelled: an
-//     attempt with no reason yet gets reason stamped at, a running hook
-//     is interrupted and the hooks after it are not started (DL-33), an
-//     execution still running is abandoned and quarantined with its scope
-//     withheld (DL-37), a scope close still running is left to return on
-//     its own, quarantined, and a scope cleanup never reached is closed
-//     without waiting for its result;
-//  3. its token is settled as the shutdown's decision: attempt_released
-//     with [CodeSettlementRevoked], keeping the first reason, whether the
-//     execution returned, and the cleanup codes so far; or, if the root
-//     has expired, nothing, and the attempt counts Unresolved (DL-39).
+//  1. its settlement authority is revoked: neither its owner nor a late
+//     execution return can settle its token any more (DL-26, DL-38);
+//  2. its remaining execution and cleanup are cut: an attempt with no
+//     reason yet gets reason stamped at, and its owner is torn down
+//     ([Runner.tear]): an execution still running is abandoned, and
+//     unfinished cleanup (hooks, scope close) gets the final window of
+//     DL-30, its cutoff lowered to at most cap_root(min(H, now + 100 ms)),
+//     never raised; cleanup is cancelled at the window's ends rather than
+//     at once: a hook still running at the end of its share of the window
+//     (DL-31) is Interrupted, and a scope close still running at the end
+//     of the window is timed out; both stay quarantined until they return;
+//  3. its token is settled as the shutdown's decision once its cleanup
+//     ended: at once for an attempt whose cleanup ended already (held at
+//     its owner cutoff), otherwise when the window's cleanup finishes or
+//     the window ends, whichever comes first. The settlement is
+//     attempt_released with [CodeSettlementRevoked], keeping the first
+//     reason, whether the execution returned, and the cleanup as it
+//     really ended; or, if the root has expired by then, nothing, and the
+//     attempt counts Unresolved (DL-39).
 //
-// It returns once all of that is decided, without waiting for the
-// commits (each bounded like any settlement, DL-39) or for the
-// goroutines; [Runner.Drain] and [Runner.WaitQuarantine] observe both.
-// Settlements already being appended are left alone (DL-42). It returns
-// the number of tokens revoked.
+// It returns once all of that is set in motion, without waiting for the
+// windows, the commits (each bounded like any settlement, DL-39) or the
+// goroutines; [Runner.Drain] waits for every release to be decided and
+// committed, and [Runner.WaitQuarantine] for the goroutines. Settlements
+// already being appended are left alone (DL-42). It returns the number of
+// tokens revoked.
 func (r *Runner) Revoke(ctx context.Context, reason deadlines.Reason, at time.Time) (int, error) {
 	n := 0
 	err := r.call(ctx, func(now time.Time) {
 		r.fire()
 		// (1) Held attempts lost their authority at their owner cutoff;
-		// the others lose it now, leaving the owners' table.
-		revoked := make([]*attempt, 0, len(r.held)+len(r.attempts))
-		for _, tok := range sortedTokens(r.held) {
-			revoked = append(revoked, r.held[tok])
-		}
+		// the others lose it now. They stay in the owners' table until
+		// their cleanup ends, so that its events still reach them.
+		held := r.held
 		r.held = nil
-		nHeld := len(revoked)
-		for _, tok := range r.tokens() {
-			revoked = append(revoked, r.attempts[tok])
-			delete(r.attempts, tok)
+		toks := r.tokens()
+		for _, tok := range toks {
+			r.attempts[tok].revoked = true
 		}
-		for _, a := range revoked[nHeld:] {
-			r.cancelRevoked(a, reason, at) // (2)
+		toks = append(toks, sortedTokens(held)...)
+		slices.Sort(toks)
+		for _, tok := range toks {
+			if a, ok := held[tok]; ok {
+				r.releaseRevoked(a, now) // (3) its cleanup has ended
+				continue
+			}
+			// (2) The torn-down owner settles through releaseRevoked (3)
+			// when its cleanup ends, which may be now.
+			a := r.attempts[tok]
+			if a.att.sig.record(reason, at) && a.att.sig.defaultedReason() {
+				r.noteReasonless(a)
+			}
+			r.tear(a, reason, now)
 		}
-		slices.SortFunc(revoked, func(a, b *attempt) int { return cmp.Compare(a.att.Token, b.att.Token) })
-		for _, a := range revoked {
-			r.releaseRevoked(a, now) // (3)
-		}
-		n = len(revoked)
+		n = len(toks)
 	})
 	return n, err
 }
@@ -118,55 +128,8 @@ func sortedTokens(m map[uint64]*attempt) []uint64 {
 	return out
 }
 
-// cancelRevoked cancels what remains of a revoked attempt.
-func (r *Runner) cancelRevoked(a *attempt, reason deadlines.Reason, at time.Time) {
-	a.att.sig.record(reason, at)
-	a.att.freeze()
-	switch {
-	case a.phase == phaseRunning:
-		a.abandoned = true
-		a.execution = executionAbandoned
-		r.q.execs.Add(1) // its return is counted back by onResult
-		r.lost[a.att.Token] = &lostExecution{att: a.att}
-	case a.hook != nil:
-		a.att.setTerm(a.hook.idx, HookInterrupted)
-		a.hook.sig.record(reason, at)
-		r.q.hooks.Add(1) // its return is counted back by the owner (onOwner)
-		a.hook = nil
-	}
-	if a.phase != phaseScope {
-		for _, i := range a.hooks[min(a.pos, len(a.hooks)):] {
-			a.att.setTerm(i, HookBudgetExhausted)
-		}
-		a.pos = len(a.hooks)
-	}
-	switch {
-	case a.scope != "":
-		// Closed, timed out or withheld by the owner already.
-	case !a.returned:
-		a.scope = scopeQuarantined
-		if l, ok := r.lost[a.att.Token]; ok {
-			l.scopeLost = true // closed if the execution returns in time (DL-37)
-		}
-		r.q.scopes.Add(1)
-	case a.scopeRunning:
-		a.scopeRunning = false
-		a.scope = scopeTimedOut
-		a.codes = append(a.codes, CodeScopeCleanupTimedOut)
-		r.q.scopes.Add(1) // its return is counted back by the owner (onOwner)
-	default:
-		// Cleanup never reached the scope: it is closed now, as the
-		// owner would have after its hooks, but the settlement does not
-		// wait for the result; the close stays quarantined until it
-		// returns.
-		a.scope = scopeUnobserved
-		a.codes = append(a.codes, CodeScopeResultUnobserved)
-		r.q.scopes.Add(1) // counted back when the close returns (onOwner)
-		r.closeLostScope(a.att.Token, a.att)
-	}
-}
-
-// releaseRevoked decides the release of a revoked token (DL-41, DL-40).
+// releaseRevoked decides the release of a revoked token (DL-41, DL-40),
+// once its cleanup has ended or its final window has (DL-30).
 func (r *Runner) releaseRevoked(a *attempt, now time.Time) {
 	tok := a.att.Token
 	if r.root.Expired(now) {
