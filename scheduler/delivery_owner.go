@@ -735,13 +735,7 @@ func (r *Runner) settleAttempt(a *attempt, now time.Time) {
 	if hasReason {
 		res.Reason, res.ReasonAt = reason.String(), at
 	}
-	codes := a.codes
-	for _, i := range a.hooks {
-		if a.att.term(i).failed() {
-			codes = append([]string{CodeTerminationCleanupFailed}, codes...)
-			break
-		}
-	}
+	codes := cleanupCodes(a)
 	if len(codes) > 0 && (res.Failure == nil || a.abandoned || a.execution == executionNotStarted) {
 		// DL-36: a success or an interruption with a cleanup failure
 		// settles as a retryable failure with the cleanup code; a
@@ -761,15 +755,34 @@ func (r *Runner) settleAttempt(a *attempt, now time.Time) {
 		r.q.unresolved.Add(1) // DL-39: an expired root starts no settlement
 		return
 	}
+	r.decideSettlement(now, res, a, codes)
+}
+
+// cleanupCodes returns a's cleanup failure codes (DL-36), led by
+// CodeTerminationCleanupFailed when a termination hook failed.
+func cleanupCodes(a *attempt) []string {
+	for _, i := range a.hooks {
+		if a.att.term(i).failed() {
+			return append([]string{CodeTerminationCleanupFailed}, a.codes...)
+		}
+	}
+	return a.codes
+}
+
+// decideSettlement decides the settlement of a's token with result res
+// (res.Token is a's token), annotated with a's audit and cleanup codes,
+// and arms its settlement cap (DL-39). A token the machine refuses (not
+// the job's open attempt, RL-10) decides nothing.
+func (r *Runner) decideSettlement(now time.Time, res Result, a *attempt, codes []string) {
 	d, err := r.m.Settle(now, res)
 	if err != nil {
-		return // the owner holds the open token; the machine refuses nothing else
+		return
 	}
-	seq := annotate(&d, tok, a, codes)
+	seq := annotate(&d, res.Token, a, codes)
 	r.enqueue(d, nil)
 	if seq != 0 {
 		deadline := now.Add(r.root.SettlementWait(r.cfg.SettlementTimeout, now))
-		r.settling[seq] = settleWait{token: tok, deadline: deadline}
+		r.settling[seq] = settleWait{token: res.Token, deadline: deadline}
 		heap.Push(&r.events, event{at: deadline.UnixNano(), token: seq, kind: evSettle})
 	}
 }

@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"container/heap"
 	"context"
 	"slices"
 	"strings"
@@ -136,13 +135,7 @@ func (r *Runner) releaseRevoked(a *attempt, now time.Time) {
 		r.q.unresolved.Add(1) // DL-39: an expired root starts no settlement
 		return
 	}
-	codes := a.codes
-	for _, i := range a.hooks {
-		if a.att.term(i).failed() {
-			codes = append([]string{CodeTerminationCleanupFailed}, codes...)
-			break
-		}
-	}
+	codes := cleanupCodes(a)
 	res := Result{Token: tok, Joined: a.returned}
 	if reason, at, ok := a.att.sig.Reason(); ok {
 		res.Reason, res.ReasonAt = reason.String(), at
@@ -152,15 +145,5 @@ func (r *Runner) releaseRevoked(a *attempt, now time.Time) {
 		msg += " (cleanup: " + strings.Join(codes, ", ") + ")"
 	}
 	res.Failure = &Failure{Code: CodeSettlementRevoked, Message: msg, Release: true}
-	d, err := r.m.Settle(now, res)
-	if err != nil {
-		return // not the job's open attempt: nothing to settle (RL-10)
-	}
-	seq := annotate(&d, tok, a, codes)
-	r.enqueue(d, nil)
-	if seq != 0 {
-		deadline := now.Add(r.root.SettlementWait(r.cfg.SettlementTimeout, now))
-		r.settling[seq] = settleWait{token: tok, deadline: deadline}
-		heap.Push(&r.events, event{at: deadline.UnixNano(), token: seq, kind: evSettle})
-	}
+	r.decideSettlement(now, res, a, codes)
 }

@@ -3,8 +3,9 @@ package sim
 import (
 	"context"
 	"fmt"
+	"maps"
 	"runtime"
-	"sort"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -169,12 +170,7 @@ func (t *actors) next(now time.Time) (time.Time, bool) {
 func (t *actors) wakeOne(now time.Time) string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	keys := make([]string, 0, len(t.parked))
-	for k := range t.parked {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(t.parked)) {
 		a := t.parked[k]
 		kind := wakeKind(0)
 		switch {
@@ -203,12 +199,7 @@ func (t *actors) kill(epoch int, now time.Time) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n := 0
-	keys := make([]string, 0, len(t.parked))
-	for k := range t.parked {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(t.parked)) {
 		a := t.parked[k]
 		if epoch >= 0 && a.epoch != epoch {
 			continue
