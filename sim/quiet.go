@@ -13,6 +13,17 @@ import (
 // runnable, syscall, sleep, GC assist, ...) means work is in progress.
 // time.Sleep counts as work: in a world it only comes from a slow disk's
 // injected latency.
+//
+// A bare "semacquire" counts as work too: no goroutine of a world waits on
+// a plain runtime semaphore for another goroutine (sync's locks, conds and
+// wait groups have states of their own). It is the runtime's own: a
+// goroutine whose allocation starts a GC cycle waits there for the GC and
+// stop-the-world semaphores, held by the dump itself (runtime.Stack stops
+// the world) or by the runtime's hidden GC workers. That goroutine is in
+// the middle of its work (a WAL write, a decision of the engine's loop)
+// and goes on once the runtime lets it, with no goroutine of the world
+// acting; a world that took it for blocked would act while an append or a
+// decision is still under way.
 var blockedStates = [][]byte{
 	[]byte("chan receive"),
 	[]byte("chan send"),
@@ -22,7 +33,6 @@ var blockedStates = [][]byte{
 	[]byte("sync.Mutex.Lock"),
 	[]byte("sync.RWMutex.Lock"),
 	[]byte("sync.RWMutex.RLock"),
-	[]byte("semacquire"),
 	[]byte("finalizer wait"),
 	[]byte("IO wait"), // a pipe, e.g. the one go test reads an example's output from
 	[]byte("force gc (idle)"),

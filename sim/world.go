@@ -341,7 +341,7 @@ func (w *World) idle() {
 		if !w.strict() {
 			return // the engine's WaitIdle is the quiescent point
 		}
-		if !w.settled(limit.C) {
+		if !waitQuiet(&w.stack, limit.C) {
 			w.fail("watchdog: no quiescent point after %v of real time (a handler blocking on something else than Take, or a stuck engine)", idleTimeout)
 			return
 		}
@@ -361,34 +361,6 @@ func (w *World) idle() {
 		if woke = w.act.wakeOne(w.clk.Now()); woke == "" {
 			return
 		}
-	}
-}
-
-// settled waits for a quiescent point. While a shutdown runs, all
-// goroutines blocked is not enough: a waiter of the engine's loop (the
-// drain's or the join's) can be due and still unwoken until the loop next
-// runs, so the coordinator would go on at whatever later instant the next
-// call reaches the loop. The world therefore nudges the loop with a read
-// (StateDigest) and waits again, until a nudge changes nothing: the same
-// decided seq and the shutdown still not over. It reports false if limit
-// fired first.
-func (w *World) settled(limit <-chan time.Time) bool {
-	if !waitQuiet(&w.stack, limit) {
-		return false
-	}
-	if w.shut == nil || w.eng == nil {
-		return true
-	}
-	prev := ^uint64(0)
-	for {
-		_, seq, err := w.eng.StateDigest(w.ctx)
-		if !waitQuiet(&w.stack, limit) {
-			return false
-		}
-		if err != nil || seq == prev || len(w.shut.done) > 0 {
-			return true // closed or over: the caller ends the shutdown
-		}
-		prev = seq
 	}
 }
 
