@@ -63,9 +63,9 @@ type Options struct {
 	DeadlineCheckInterval time.Duration
 
 	// Middleware wraps the pipeline of every attempt, outermost first,
-	// before any queue or handler middleware (DL-27). No entry may be nil,
-	// and at most MiddlewareMax may be in effect for one attempt, counting
-	// queue and handler middleware.
+	// before any queue, workflow ([Workflow.WithMiddleware]) or handler
+	// middleware (DL-27). No entry may be nil, and at most MiddlewareMax
+	// may be in effect for one attempt, counting all four.
 	Middleware []Middleware
 	// Guards run for every attempt after every Before and before the
 	// handler, first of all guards (DL-27). No entry may be nil; at most
