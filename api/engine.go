@@ -147,7 +147,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	}
 	rng := rand.New(src)
 
-	j, err := journal.Open(opts.Dir, journal.Options{FS: opts.FS, Clock: clk, RecordBytesMax: opts.RecordBytesMax})
+	j, err := journal.Open(opts.Dir, journal.Options{FS: opts.FS, Clock: clk, RecordBytesMax: opts.RecordBytesMax, DiskSlowThreshold: opts.DiskSlowThreshold})
 	if err != nil {
 		return nil, e.rollBack("open journal", fmt.Errorf("quire: open journal %s: %w", opts.Dir, err))
 	}
@@ -683,6 +683,16 @@ func (e *Engine) Checkpoint(dir string) error {
 	}
 	return e.j.Checkpoint(dir)
 }
+
+// JournalMetrics are the journal's cumulative counters since Open: group
+// commits, records, bytes and fsyncs, slow-disk reports (see
+// [Options.DiskSlowThreshold]), Pebble's background and logged errors, and
+// the appends pending now.
+type JournalMetrics = journal.Metrics
+
+// JournalMetrics returns the journal's counters so far. It may be called
+// at any time, also after the engine stopped.
+func (e *Engine) JournalMetrics() JournalMetrics { return e.j.Metrics() }
 
 type journalAppender struct {
 	j      *journal.Journal

@@ -391,6 +391,29 @@ func ExampleEngine_Checkpoint() {
 	// Output: records in the copy: 2
 }
 
+func ExampleEngine_JournalMetrics() {
+	ctx := context.Background()
+	opts, _ := exampleOptions()
+	opts.DiskSlowThreshold = 500 * time.Millisecond // report writes slower than this
+	eng, err := api.Open(ctx, opts)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer eng.Close(ctx)
+	if err := api.Handle(eng, "greet", func(ctx context.Context, d *api.Delivery, in greeting) error { return nil }); err != nil {
+		log.Fatal(err)
+	}
+	before := eng.JournalMetrics()
+	if _, err := eng.Enqueue(ctx, "greet", greeting{Name: "Ada"}); err != nil {
+		log.Fatal(err)
+	}
+	m := eng.JournalMetrics()
+	// A monitoring loop would export these; DiskSlow counts writes or
+	// syncs that ran past DiskSlowThreshold.
+	fmt.Println("records:", m.Records-before.Records, "slow disk reports:", m.DiskSlow)
+	// Output: records: 1 slow disk reports: 0
+}
+
 func ExampleEngine_Bury() {
 	ctx := context.Background()
 	opts, _ := exampleOptions()

@@ -88,6 +88,13 @@ type Options struct {
 	// bound the records replayed at open (RL-12). Zero means 10 000; valid
 	// 100..10 000 000.
 	SnapshotEvery int
+	// DiskSlowThreshold is how long one journal file write, sync, create,
+	// rename or remove may be in flight before it is counted as a slow
+	// disk in [Engine.JournalMetrics].DiskSlow (a report only: nothing
+	// fails). Zero means 5 s; negative turns the check off; otherwise
+	// valid 1 ms..1 h. The check looks every 2 s, so an operation counts
+	// once it has run past the threshold and a check came by.
+	DiskSlowThreshold time.Duration
 
 	// OwnedResources are resources the application hands the engine to
 	// own and dispose (SD-16, SD-19), in hand-over order. They are handed
@@ -140,6 +147,8 @@ const (
 	SnapshotEveryDefault   = 10_000
 	SnapshotEveryMin       = 100
 	SnapshotEveryMax       = 10_000_000
+	DiskSlowThresholdMin   = time.Millisecond
+	DiskSlowThresholdMax   = time.Hour
 )
 
 // ErrInvalidOption is matched by every [*OptionError] with errors.Is.
@@ -254,6 +263,9 @@ func (o Options) validate() error {
 	}
 	if o.SnapshotEvery < SnapshotEveryMin || o.SnapshotEvery > SnapshotEveryMax {
 		return &OptionError{Field: "Options.SnapshotEvery", Value: o.SnapshotEvery, Reason: fmt.Sprintf("must be %d..%d records", SnapshotEveryMin, SnapshotEveryMax)}
+	}
+	if o.DiskSlowThreshold > 0 && (o.DiskSlowThreshold < DiskSlowThresholdMin || o.DiskSlowThreshold > DiskSlowThresholdMax) {
+		return &OptionError{Field: "Options.DiskSlowThreshold", Value: o.DiskSlowThreshold, Reason: fmt.Sprintf("must be %v..%v, 0 for the default or negative for off", DiskSlowThresholdMin, DiskSlowThresholdMax)}
 	}
 	for i, q := range o.Queues {
 		if err := validateName(q); err != nil {
