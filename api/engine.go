@@ -548,18 +548,27 @@ func signalTrigger(s os.Signal) shutdown.Trigger {
 	return shutdown.TriggerSigint
 }
 
+// crashResult reports whether the engine was abandoned as if the process
+// had crashed and, if so, waits for that to finish and returns its error.
+func (e *Engine) crashResult() (bool, error) {
+	e.mu.Lock()
+	crashed := e.crashed
+	e.mu.Unlock()
+	if !crashed {
+		return false, nil
+	}
+	<-e.closed
+	return true, e.closeErr
+}
+
 // Shutdown requests a graceful shutdown and waits for its result (SD-21):
 // nil if the report is a success and the journal confirmed it, otherwise
 // an error ([*shutdown.Error], or one matching ErrFailStop if the engine
 // failed). If ctx ends first it returns ctx.Err() while the shutdown
 // carries on under its root; every caller gets the same result.
 func (e *Engine) Shutdown(ctx context.Context) error {
-	e.mu.Lock()
-	crashed := e.crashed
-	e.mu.Unlock()
-	if crashed {
-		<-e.closed
-		return e.closeErr
+	if crashed, err := e.crashResult(); crashed {
+		return err
 	}
 	e.beginDraining()
 	e.coord.Initiate(shutdown.TriggerAPI)
@@ -613,12 +622,8 @@ func (e *Engine) Close(ctx context.Context) error {
 			e.abandon()
 		}
 	}
-	e.mu.Lock()
-	crashed := e.crashed
-	e.mu.Unlock()
-	if crashed {
-		<-e.closed
-		return e.closeErr
+	if crashed, err := e.crashResult(); crashed {
+		return err
 	}
 	err := e.Shutdown(ctx)
 	select {
