@@ -124,7 +124,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	}
 	clk := opts.Clock
 	if clk == nil {
-		clk = clock.System()
+		clk = systemClock{clock.System()}
 	}
 	e := &Engine{opts: opts, clk: clk, closed: make(chan struct{}), started: make(chan struct{}), lifecycle: Recovering,
 		handlers: make(map[string]*handlerEntry), workflows: make(map[string]*scheduler.WorkflowDef),

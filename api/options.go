@@ -26,7 +26,10 @@ type Options struct {
 	// FS is the filesystem the journal lives on. Nil means the operating
 	// system's; tests and sim pass an in-memory one.
 	FS vfs.FS
-	// Clock is the engine's only source of time. Nil means the wall clock.
+	// Clock is the engine's only source of time. Nil means the wall clock,
+	// with timers that sleep their last 2 ms in the kernel so that delayed
+	// jobs and deadlines fire within tens of microseconds of their instant
+	// rather than the Go runtime's up to 1 ms.
 	Clock clock.Clock
 	// Entropy feeds id generation (ULIDs). Nil means crypto/rand through a
 	// monotonic ULID source; sim passes a seeded reader so runs reproduce.

@@ -1,0 +1,111 @@
+package walltimer
+
+import (
+	"testing"
+	"time"
+)
+
+// A fire is never early (RL-9 rests on it): whatever path a timer takes
+// (due already, inside Window, beyond it), the instant it delivers is at or
+// after the one it was armed for.
+func TestFiresNeverEarly(t *testing.T) {
+	for _, d := range []time.Duration{-time.Second, 0, 1, 300 * time.Microsecond, Window / 2, Window, Window + 700*time.Microsecond} {
+		before := time.Now()
+		tm := New(d)
+		at := <-tm.C()
+		if want := before.Add(max(d, 0)); at.Before(want) {
+			t.Errorf("New(%v) fired at %v, %v before its instant", d, at, want.Sub(at))
+		}
+		if tm.Stop() {
+			t.Errorf("New(%v): Stop after the fire = true, want false", d)
+		}
+	}
+}
+
+func TestStopBeforeTheWindow(t *testing.T) {
+	tm := New(time.Hour)
+	if !tm.Stop() {
+		t.Fatal("Stop of an armed timer = false")
+	}
+	if tm.Stop() {
+		t.Fatal("second Stop = true")
+	}
+	// Reset after Stop arms it again and it fires exactly once.
+	before := time.Now()
+	if tm.Reset(Window / 4) {
+		t.Fatal("Reset of a stopped timer reported it active")
+	}
+	if at := <-tm.C(); at.Before(before.Add(Window / 4)) {
+		t.Fatalf("fired %v early", before.Add(Window/4).Sub(at))
+	}
+	select {
+	case at := <-tm.C():
+		t.Fatalf("second fire at %v", at)
+	default:
+	}
+}
+
+// holdSleep replaces the fine sleep: the first call reports on entered and
+// blocks until release is closed; later calls return at once (the fine
+// loop then polls the clock until its instant). Every fine goroutine's end
+// is reported on ended.
+func holdSleep(t *testing.T) (entered chan struct{}, release chan struct{}, ended chan struct{}) {
+	entered, release, ended = make(chan struct{}), make(chan struct{}), make(chan struct{}, 8)
+	first := true
+	old := sleep
+	sleep = func(time.Duration) {
+		if first {
+			first = false
+			close(entered)
+			<-release
+		}
+	}
+	testHookFineDone = func() { ended <- struct{}{} }
+	t.Cleanup(func() { sleep, testHookFineDone = old, nil })
+	return entered, release, ended
+}
+
+// A Stop that lands while the fine sleep is in the kernel wins: the sleep's
+// goroutine wakes and delivers nothing.
+func TestStopDuringTheFineSleep(t *testing.T) {
+	entered, release, ended := holdSleep(t)
+	tm := New(Window / 2)
+	<-entered
+	if !tm.Stop() {
+		t.Fatal("Stop during the fine sleep = false")
+	}
+	close(release)
+	<-ended
+	select {
+	case at := <-tm.C():
+		t.Fatalf("a stopped timer fired at %v", at)
+	default:
+	}
+	if tm.Stop() {
+		t.Fatal("Stop after Stop = true")
+	}
+}
+
+// A Reset during the fine sleep replaces it: only the new instant fires,
+// once.
+func TestResetDuringTheFineSleep(t *testing.T) {
+	entered, release, ended := holdSleep(t)
+	tm := New(Window / 2)
+	<-entered
+	before := time.Now()
+	if !tm.Reset(Window / 4) {
+		t.Fatal("Reset during the fine sleep reported the timer inactive")
+	}
+	at := <-tm.C()
+	if at.Before(before.Add(Window / 4)) {
+		t.Fatalf("the re-armed timer fired %v early", before.Add(Window/4).Sub(at))
+	}
+	<-ended // the new arm's goroutine
+	close(release)
+	<-ended // the old one, which must drop its wake
+	select {
+	case at := <-tm.C():
+		t.Fatalf("the replaced instant fired too, at %v", at)
+	default:
+	}
+}
