@@ -302,7 +302,7 @@ func (r *Runner) launch(st Start) {
 	}
 	tok := st.Token
 	r.execWG.Add(1)
-	go func() {
+	r.execs.run(func() {
 		var res Result
 		ended := false
 		defer func() {
@@ -321,7 +321,7 @@ func (r *Runner) launch(st Start) {
 		}()
 		res = r.cfg.Execute(att.ctx, att)
 		ended = true
-	}()
+	})
 	r.schedule(a)
 }
 

@@ -203,6 +203,7 @@ type Runner struct {
 	idleWait   []chan struct{}
 	quarWait   []chan struct{}
 	execWG     sync.WaitGroup
+	execs      execPool
 	// abortDeferred: the final abort of a shutdown is the caller's
 	// (DeferFinalAbort, DL-41); held are the attempts whose owners reached
 	// their forced owner cutoff unsettled and wait for it (Revoke).
@@ -215,7 +216,7 @@ func NewRunner(cfg RunnerConfig, m *Machine) *Runner {
 	if cfg.SettlementTimeout <= 0 {
 		cfg.SettlementTimeout = deadlines.SettlementTimeoutDefault
 	}
-	return &Runner{
+	r := &Runner{
 		cfg: cfg, m: m,
 		ops:      make(chan op),
 		results:  make(chan Result, 64),
@@ -233,6 +234,8 @@ func NewRunner(cfg RunnerConfig, m *Machine) *Runner {
 		handlers: make(map[uint64]context.CancelFunc),
 		lastSnap: m.State().LastSeq,
 	}
+	r.execs = execPool{work: make(chan func()), done: r.loopDone}
+	return r
 }
 
 // Start launches the loop and the committer.

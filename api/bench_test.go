@@ -1,0 +1,80 @@
+package api_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/quire-dev/quire/api"
+)
+
+// BenchmarkBurstMem measures the engine's own work on the path a due job
+// takes: dispatch, attempt_started, the handler (a no-op), settlement. Each
+// op is a burst: 500 jobs enqueued while dispatch is held (not timed), then
+// released and drained (timed). The journal is on vfs.NewMem, whose Sync
+// costs nothing, so the figure is CPU, not the disk; cmd/qbench's timers
+// workload measures the same burst on a disk.
+func BenchmarkBurstMem(b *testing.B) {
+	const burst = 500
+	for _, workers := range []int{64, 512} {
+		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
+			ctx := context.Background()
+			eng, err := api.Open(ctx, api.Options{Dir: "bench", FS: vfs.NewMem(), Workers: workers})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer eng.Close(ctx)
+			if err := api.Handle(eng, "noop", func(context.Context, *api.Delivery, msg) error { return nil }); err != nil {
+				b.Fatal(err)
+			}
+			if err := eng.Start(ctx); err != nil {
+				b.Fatal(err)
+			}
+			if err := eng.PauseQueue(ctx, "default"); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for range b.N {
+				b.StopTimer()
+				enqueueMany(b, eng, burst)
+				b.StartTimer()
+				if err := eng.ResumeQueue(ctx, "default"); err != nil {
+					b.Fatal(err)
+				}
+				if err := eng.WaitIdle(ctx); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				if err := eng.PauseQueue(ctx, "default"); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*burst), "ns/job")
+		})
+	}
+}
+
+// enqueueMany enqueues n no-op jobs from 64 goroutines.
+func enqueueMany(b *testing.B, eng *api.Engine, n int) {
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for p := range 64 {
+		wg.Go(func() {
+			for i := p; i < n; i += 64 {
+				if _, err := eng.Enqueue(context.Background(), "noop", msg{N: i}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+}

@@ -1,0 +1,41 @@
+package scheduler
+
+// execPool runs attempts' executions on goroutines that are kept parked
+// between attempts. A new goroutine starts on a small stack and grows it by
+// copying, several times, on its way down the pipeline (payload decoding
+// is deep): on a no-op handler that was the largest single cost of an
+// attempt after the journal (BenchmarkBurstMem). A parked goroutine has
+// grown its stack already.
+//
+// No more goroutines are parked than executions ever ran at once (at most
+// Workers, plus abandoned ones that returned late). They exit when the
+// runner's loop ends; one still running user code exits when that returns.
+type execPool struct {
+	work chan func() // unbuffered: a send succeeds only into a parked goroutine
+	done <-chan struct{}
+}
+
+// run starts fn on a parked goroutine, or on a new one if none is parked.
+// fn must not block on the runner's loop after it ended (executions select
+// on loopDone).
+func (p *execPool) run(fn func()) {
+	select {
+	case p.work <- fn:
+	default:
+		go p.serve(fn)
+	}
+}
+
+// serve runs fn, then whatever it is handed next, until the loop ends. An
+// fn that calls runtime.Goexit ends its goroutine; the pool starts another
+// when it next finds none parked.
+func (p *execPool) serve(fn func()) {
+	for {
+		fn()
+		select {
+		case fn = <-p.work:
+		case <-p.done:
+			return
+		}
+	}
+}
