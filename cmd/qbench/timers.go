@@ -2,25 +2,50 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
+
 	"github.com/quire-dev/quire/api"
+	"github.com/quire-dev/quire/internal/walltimer"
 )
 
 const (
 	timersDefault = 500
 	timerDelay    = 200 * time.Millisecond
 	timerPace     = 10 * time.Millisecond // 100 enqueues/s
+	// floorValueBytes is about an attempt_started record's size.
+	floorValueBytes = 160
+)
+
+// How a timers run is served.
+type timerBackend int
+
+const (
+	// goTimers: time.AfterFunc alone, no journal. Its lateness is what the
+	// Go runtime's timers give on this machine: the baseline.
+	goTimers timerBackend = iota
+	// syncFloor: the synced writes the spec requires of a delayed job,
+	// done on raw Pebble with nothing else: a synced Set at enqueue, and at
+	// the instant (a precise timer, as the engine's) a synced Set before
+	// the "handler" (DL-7's attempt_started) and one after it (the
+	// settlement). No design that journals the start before the handler
+	// can start earlier on this disk: the floor.
+	syncFloor
+	// engine: the engine.
+	engine
 )
 
 // timers measures how late delayed jobs start, with enqueues paced at
-// 100/s and then all at once. Each mode is first run with plain Go timers
-// (time.AfterFunc, same pattern, no engine): their lateness is the floor
-// the machine's scheduler and clock allow, reported as the baseline.
+// 100/s and then all at once. Each mode is also run with plain Go timers
+// (the baseline: the lateness of the runtime's timers alone) and on the
+// synced-write floor (syncFloor), which is what a synced start costs on
+// this disk before any engine work.
 func (b *bench) timers(ctx context.Context) error {
 	for _, n := range b.sizes(timersDefault) {
 		for _, mode := range []struct {
@@ -28,19 +53,24 @@ func (b *bench) timers(ctx context.Context) error {
 			paced  bool
 			target float64
 		}{{"paced", true, 1}, {"burst", false, 2}} {
-			var runs, base []*obj
+			var runs, base, floor []*obj
 			for range b.cfg.runs {
-				o, err := b.timersOnce(ctx, n, mode.paced, false)
+				o, err := b.timersOnce(ctx, n, mode.paced, goTimers)
 				if err != nil {
 					return err
 				}
 				base = append(base, o)
-				if o, err = b.timersOnce(ctx, n, mode.paced, true); err != nil {
+				if o, err = b.timersOnce(ctx, n, mode.paced, syncFloor); err != nil {
+					return err
+				}
+				floor = append(floor, o)
+				if o, err = b.timersOnce(ctx, n, mode.paced, engine); err != nil {
 					return err
 				}
 				runs = append(runs, o)
 			}
 			bo := medianObj(base, "p99_ms")
+			fo := medianObj(floor, "p99_ms")
 			o := medianObj(runs, "p99_ms")
 			o.set("variant", mode.name)
 			o.set("baseline", "go_timer_lateness")
@@ -48,6 +78,11 @@ func (b *bench) timers(ctx context.Context) error {
 			o.set("baseline_p99_ms", bo.num("p99_ms"))
 			o.set("baseline_max_ms", bo.num("max_ms"))
 			o.set("p99_over_baseline_ms", round(o.num("p99_ms")-bo.num("p99_ms"), 3))
+			o.set("floor", "raw_pebble_synced_enqueue_start_settle")
+			o.set("floor_p50_ms", fo.num("p50_ms"))
+			o.set("floor_p99_ms", fo.num("p99_ms"))
+			o.set("floor_max_ms", fo.num("max_ms"))
+			o.set("p99_over_floor_ms", round(o.num("p99_ms")-fo.num("p99_ms"), 3))
 			o.set("target_p99_ms", mode.target)
 			o.set("target_met", o.num("p99_ms") <= mode.target)
 			b.emit(o)
@@ -56,8 +91,8 @@ func (b *bench) timers(ctx context.Context) error {
 	return nil
 }
 
-// timersOnce runs one mode, on the engine or (engine false) on Go timers.
-func (b *bench) timersOnce(ctx context.Context, n int, paced, engine bool) (*obj, error) {
+// timersOnce runs one mode on one backend.
+func (b *bench) timersOnce(ctx context.Context, n int, paced bool, backend timerBackend) (*obj, error) {
 	var (
 		cd        = newCountdown(n)
 		started   = make([]time.Time, n)
@@ -66,8 +101,10 @@ func (b *bench) timersOnce(ctx context.Context, n int, paced, engine bool) (*obj
 		enqueue   func(i int) error
 		closeEng  func() (journalShape, error)
 		eng       *api.Engine
+		db        *pebble.DB
 	)
-	if engine {
+	switch backend {
+	case engine:
 		var err error
 		eng, closeEng, err = b.openEngine(ctx, "timers", b.cfg.timerWorkers)
 		if err != nil {
@@ -104,7 +141,43 @@ func (b *bench) timersOnce(ctx context.Context, n int, paced, engine bool) (*obj
 			}
 			return nil
 		}
-	} else {
+	case syncFloor:
+		dir, cleanup, err := b.tempDir("floor")
+		if err != nil {
+			return nil, err
+		}
+		defer cleanup()
+		if db, err = pebble.Open(dir, &pebble.Options{FormatMajorVersion: pebble.FormatNewest, Logger: quietLogger{}}); err != nil {
+			return nil, err
+		}
+		defer db.Close()
+		val := make([]byte, floorValueBytes)
+		set := func(i, kind int) error {
+			var key [9]byte
+			binary.BigEndian.PutUint64(key[:8], uint64(i))
+			key[8] = byte(kind)
+			return db.Set(key[:], val, pebble.Sync)
+		}
+		enqueue = func(i int) error {
+			if err := set(i, 0); err != nil {
+				return err
+			}
+			requested[i] = time.Now().Add(timerDelay)
+			t := walltimer.New(time.Until(requested[i]))
+			go func() {
+				<-t.C()
+				if err := set(i, 1); err != nil {
+					fatal(err)
+				}
+				started[i] = time.Now()
+				if err := set(i, 2); err != nil {
+					fatal(err)
+				}
+				cd.done()
+			}()
+			return nil
+		}
+	default:
 		enqueue = func(i int) error {
 			requested[i] = time.Now().Add(timerDelay)
 			time.AfterFunc(time.Until(requested[i]), func() {
@@ -114,6 +187,7 @@ func (b *bench) timersOnce(ctx context.Context, n int, paced, engine bool) (*obj
 			return nil
 		}
 	}
+	isEngine := backend == engine
 
 	var (
 		wg    sync.WaitGroup
@@ -126,7 +200,7 @@ func (b *bench) timersOnce(ctx context.Context, n int, paced, engine bool) (*obj
 		tag = "paced"
 	}
 	stopProfile := func() {}
-	if engine {
+	if isEngine {
 		stopProfile = b.profile("timers", tag)
 	}
 	t0 := time.Now()
@@ -149,18 +223,18 @@ func (b *bench) timersOnce(ctx context.Context, n int, paced, engine bool) (*obj
 	wg.Wait()
 	err := errors.Join(errs...)
 	if err == nil {
-		if engine {
+		if isEngine {
 			err = cd.wait(ctx, eng, timerDelay+drainTimeout)
 		} else {
 			select {
 			case <-cd.ch:
 			case <-time.After(timerDelay + drainTimeout):
-				err = errors.New("go timers did not fire")
+				err = errors.New("timers did not fire")
 			}
 		}
 	}
 	stopProfile()
-	if engine {
+	if isEngine {
 		if _, cerr := closeEng(); err == nil {
 			err = cerr
 		}
@@ -186,14 +260,14 @@ func (b *bench) timersOnce(ctx context.Context, n int, paced, engine bool) (*obj
 	}
 	slices.Sort(late)
 	o := newObj("workload", "timers", "variant", tag, "jobs", n, "delay_ms", ms(timerDelay))
-	if engine {
+	if isEngine {
 		o.set("workers", b.cfg.timerWorkers)
 	}
 	o.set("p50_ms", ms(percentile(late, 50)))
 	o.set("p99_ms", ms(percentile(late, 99)))
 	o.set("max_ms", ms(late[n-1]))
 	o.set("min_ms", ms(late[0]))
-	if engine {
+	if isEngine {
 		o.set("requested_from_status", fmt.Sprintf("%d/%d", exact, n))
 	}
 	o.set("requested_spread_ms", ms(hi.Sub(lo)))
