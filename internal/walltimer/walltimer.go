@@ -29,6 +29,12 @@ import (
 // none.
 const Window = 2 * time.Millisecond
 
+// slice bounds one kernel sleep of the final stretch. A timer stopped or
+// re-armed during the final stretch lets its thread go within a slice: a
+// runner that re-arms its one timer often would otherwise keep a thread
+// asleep for each stopped timer until that timer's instant.
+const slice = 250 * time.Microsecond
+
 // testHookFineDone, when set by a test, is called as each fine sleep's
 // goroutine ends, delivered or dropped.
 var testHookFineDone func()
@@ -118,7 +124,13 @@ func (t *Timer) fine(gen uint64, due time.Time) {
 		if d <= 0 {
 			break
 		}
-		sleep(d)
+		sleep(min(d, slice))
+		t.mu.Lock()
+		live = t.gen == gen
+		t.mu.Unlock()
+		if !live {
+			return
+		}
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -109,3 +109,31 @@ func TestResetDuringTheFineSleep(t *testing.T) {
 	default:
 	}
 }
+
+// A timer stopped during its final stretch lets its thread go after the
+// slice in progress, not at its instant: each kernel sleep is at most one
+// slice, and none follows the Stop.
+func TestStoppedTimerSleepsNoFurther(t *testing.T) {
+	asked := make(chan time.Duration)
+	release := make(chan struct{})
+	ended := make(chan struct{}, 1)
+	old := sleep
+	sleep = func(d time.Duration) {
+		asked <- d
+		<-release
+	}
+	testHookFineDone = func() { ended <- struct{}{} }
+	t.Cleanup(func() { sleep, testHookFineDone = old, nil })
+
+	tm := New(Window - 100*time.Microsecond)
+	if d := <-asked; d > slice {
+		t.Fatalf("one kernel sleep of %v, more than a slice (%v)", d, slice)
+	}
+	tm.Stop()
+	release <- struct{}{}
+	select {
+	case d := <-asked:
+		t.Fatalf("the stopped timer slept again, for %v", d)
+	case <-ended:
+	}
+}
