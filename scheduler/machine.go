@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -317,22 +318,20 @@ func (m *Machine) promote(now time.Time) {
 
 // queues returns the queues with ready work in serving order.
 func (m *Machine) queues() []string {
-	seen := make(map[string]bool, len(m.cfg.QueueOrder))
 	var out []string
 	for _, q := range m.cfg.QueueOrder {
-		if !seen[q] {
-			seen[q] = true
+		if !slices.Contains(out, q) {
 			out = append(out, q)
 		}
 	}
-	var rest []string
+	n := len(out)
 	for q, h := range m.x.ready {
-		if !seen[q] && h.Len() > 0 {
-			rest = append(rest, q)
+		if h.Len() > 0 && !slices.Contains(out[:n], q) {
+			out = append(out, q)
 		}
 	}
-	sort.Strings(rest)
-	return append(out, rest...)
+	slices.Sort(out[n:])
+	return out
 }
 
 // Dispatch starts as many eligible jobs as free worker slots allow (JB-2):
@@ -345,6 +344,9 @@ func (m *Machine) Dispatch(now time.Time) Decision {
 	}
 	m.fireDelays(&d, now)
 	m.promote(now)
+	if m.inflight >= m.cfg.Workers {
+		return d
+	}
 	for _, q := range m.queues() {
 		if m.inflight >= m.cfg.Workers {
 			break
