@@ -69,13 +69,13 @@
 //     job's AvailableAt as Status reports it while the job is pending;
 //     p50/p99/max in ms. Two references run the same pattern: the
 //     baseline, time.AfterFunc alone (the runtime's timer lateness), and
-//     the floor, the synced writes the spec requires of a delayed job on
-//     raw Pebble with nothing else (a synced Set at enqueue; at the
-//     instant, on a timer as precise as the engine's, a synced Set before
-//     the "handler" and one after it), one job at a time. Paced, no
-//     engine that syncs a start before the handler (DL-7) can beat the
-//     floor on the same disk; in the burst the engine batches starts into
-//     group commits and may. Targets p99 <= 1 ms paced, <= 2 ms burst.
+//     sync_writes, the synced writes the spec requires of a delayed job,
+//     per job, on raw Pebble with nothing else (a synced Set at enqueue;
+//     at the instant, on a timer as precise as the engine's, a synced Set
+//     before the "handler" and one after it). Paced, sync_writes is the
+//     floor: no engine that syncs a start before the handler (DL-7) can
+//     beat it on the same disk; in the burst the engine batches starts
+//     into group commits and may. Targets p99 <= 1 ms paced, <= 2 ms burst.
 //
 // The first and last lines ("workload":"env") give the load average and
 // the kernel's CPU and I/O pressure (PSI some avg10, in %): figures from a
