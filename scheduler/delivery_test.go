@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -375,5 +376,56 @@ func TestDL39_CommitObservedAtTheCapIsUnresolved(t *testing.T) {
 	}
 	if q := b.r.Quarantine(); q.Unresolved != 1 || len(b.app.settlements()) != 1 {
 		t.Fatalf("%+v, %d settlements", q, len(b.app.settlements()))
+	}
+}
+
+// The runner's event heap drops the events of attempts that are gone.
+// Each attempt leaves its notification event (at S + DeliveryTimeout, up
+// to 900 s ahead) and its settlement cap behind when it settles; without
+// compaction the heap held about rate × DeliveryTimeout entries under
+// sustained load. The clock does not move here, so no event is ever due.
+func TestRunnerEventHeapStaysBoundedUnderLoad(t *testing.T) {
+	ids := 0
+	m := NewMachine(Config{
+		Workers: 4, DeliveryTimeout: deadlines.DeliveryTimeoutMax,
+		NewIDFunc: func(prefix string, _ time.Time) string { ids++; return prefix + strconv.Itoa(ids) },
+	}, replay.New())
+	r := NewRunner(RunnerConfig{
+		Clock: clocktest.New(t0), Appender: &memAppender{},
+		Execute: func(context.Context, *Attempt) Result { return Result{} },
+	}, m)
+	r.Start()
+	t.Cleanup(func() { r.Stop(context.Background()) })
+	ctx := context.Background()
+	if err := r.Submit(ctx, func(m *Machine, now time.Time) (Decision, error) {
+		d, _ := m.Recover(now, "run_1", "test")
+		return d, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.SetDispatch(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	const jobs = 20 * eventsCompactMin
+	for range jobs {
+		if err := r.Submit(ctx, func(m *Machine, now time.Time) (Decision, error) {
+			d, _ := m.Enqueue(now, EnqueueRequest{Handler: "h", Queue: "default", Retry: defaultRetry, Payload: []byte{0x80}})
+			return d, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.WaitIdle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var size int
+	if err := r.call(ctx, func(time.Time) { size = len(r.events) }); err != nil {
+		t.Fatal(err)
+	}
+	if completed := len(r.cfg.Appender.(*memAppender).settlements()); completed != jobs {
+		t.Fatalf("%d settlements, want %d", completed, jobs)
+	}
+	if size > 2*eventsCompactMin {
+		t.Fatalf("event heap holds %d entries after %d attempts settled, want <= %d", size, jobs, 2*eventsCompactMin)
 	}
 }

@@ -191,6 +191,7 @@ type Runner struct {
 	runtime    *Signal
 	hookGen    uint64
 	events     eventHeap
+	compactAt  int // heap size at which compactEvents next runs
 	timer      clock.Timer
 	timerAt    time.Time
 	dispatch   bool
@@ -478,7 +479,53 @@ func (r *Runner) step() {
 	r.checkIdle()
 	r.checkQuarantine()
 	r.snapshot()
+	r.compactEvents()
 	r.arm(now)
+}
+
+// eventsCompactMin is the heap size below which stale events are left for
+// fire to drop.
+const eventsCompactMin = 1024
+
+// compactEvents drops the events whose subject is gone (an attempt that
+// settled, a settlement acknowledged or expired, a deadline handler that
+// returned) once the heap has doubled since the last compaction. Events
+// are never removed when their subject ends, and an attempt's notification
+// lies up to DeliveryTimeout (at most 900 s) ahead: under sustained load
+// the heap would otherwise hold about rate × DeliveryTimeout entries,
+// nearly all stale. fire would drop each of them unseen, so dropping them
+// early changes nothing but the size. Amortized O(1) per event.
+func (r *Runner) compactEvents() {
+	if len(r.events) < max(eventsCompactMin, r.compactAt) {
+		return
+	}
+	live := r.events[:0]
+	for _, e := range r.events {
+		if r.eventLive(e) {
+			live = append(live, e)
+		}
+	}
+	clear(r.events[len(live):])
+	r.events = live
+	heap.Init(&r.events)
+	r.compactAt = 2 * len(r.events)
+}
+
+// eventLive reports whether fire could still act on e: its attempt,
+// settlement wait or deadline handler still exists.
+func (r *Runner) eventLive(e event) bool {
+	switch e.kind {
+	case evAttempt:
+		_, ok := r.attempts[e.token]
+		return ok
+	case evSettle:
+		_, ok := r.settling[e.token]
+		return ok
+	case evHandler:
+		_, ok := r.handlers[e.token]
+		return ok
+	}
+	return true
 }
 
 // SetDispatch turns starting attempts on or off. A new runner starts with
