@@ -137,3 +137,59 @@ func TestStoppedTimerSleepsNoFurther(t *testing.T) {
 	case <-ended:
 	}
 }
+
+// Many timers at once, half of them stopped or reset while they may be in
+// either stretch: each live one fires exactly once, never early, and a
+// stopped one never fires.
+func TestManyTimersStopAndReset(t *testing.T) {
+	const n = 400
+	type armed struct {
+		tm      *Timer
+		due     time.Time
+		stopped bool
+	}
+	ts := make([]armed, n)
+	for i := range ts {
+		d := time.Duration(i%7) * Window / 3 // 0 .. 4 ms: both stretches
+		before := time.Now()
+		ts[i] = armed{tm: New(d), due: before.Add(d)}
+	}
+	for i := range ts {
+		switch i % 4 {
+		case 1:
+			ts[i].stopped = ts[i].tm.Stop()
+		case 2:
+			d := time.Duration(i%5) * Window / 4
+			before := time.Now()
+			if ts[i].tm.Reset(d) {
+				ts[i].due = before.Add(d)
+			} else {
+				// It had fired already; drain that fire and expect the new one.
+				<-ts[i].tm.C()
+				ts[i].due = before.Add(d)
+			}
+		}
+	}
+	for i, a := range ts {
+		if a.stopped {
+			continue
+		}
+		at := <-a.tm.C()
+		if at.Before(a.due) {
+			t.Errorf("timer %d fired %v early", i, a.due.Sub(at))
+		}
+	}
+	// Every timer has had its fire or its Stop; none may deliver again.
+	for _, a := range ts {
+		if a.tm.Stop() {
+			t.Fatalf("a timer still armed after its fire")
+		}
+	}
+	for i, a := range ts {
+		select {
+		case at := <-a.tm.C():
+			t.Errorf("timer %d (stopped %v) delivered a second time, at %v", i, a.stopped, at)
+		default:
+		}
+	}
+}
