@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/quire-dev/quire/api"
+	"github.com/quire-dev/quire/internal/cputime"
 )
 
 // BenchmarkBurstMem measures the engine's own work on the path a due job
@@ -31,14 +31,14 @@ func BenchmarkBurstMem(b *testing.B) {
 				b.StopTimer()
 				eng := pausedBurst(b, workers, burst)
 				b.StartTimer()
-				cpu0 := cpuTime()
+				cpu0 := cputime.Process()
 				if err := eng.ResumeQueue(ctx, "default"); err != nil {
 					b.Fatal(err)
 				}
 				if err := eng.WaitIdle(ctx); err != nil {
 					b.Fatal(err)
 				}
-				cpu += cpuTime() - cpu0
+				cpu += cputime.Process() - cpu0
 				b.StopTimer()
 				if err := eng.Close(ctx); err != nil {
 					b.Fatal(err)
@@ -72,15 +72,6 @@ func pausedBurst(b *testing.B, workers, n int) *api.Engine {
 	}
 	enqueueMany(b, eng, n)
 	return eng
-}
-
-// cpuTime returns the process's user and system CPU time so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // enqueueMany enqueues n no-op jobs from 64 goroutines.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/quire-dev/quire/api"
+	"github.com/quire-dev/quire/internal/cputime"
 )
 
 const (
@@ -51,7 +52,7 @@ func (b *bench) chainOnce(ctx context.Context, n, workers int) (*obj, error) {
 	}
 	ids := make([]string, n)
 	stopProfile := b.profile("chain", fmt.Sprintf("w%d", workers))
-	start, cpu0 := time.Now(), cpuTime()
+	start, cpu0 := time.Now(), cputime.Process()
 	err = produce(b.cfg.producers, n, func(i int) error {
 		begins[i] = time.Now()
 		id, err := eng.Enqueue(ctx, "step", payload{I: int32(i), Step: 1})
@@ -61,7 +62,7 @@ func (b *bench) chainOnce(ctx context.Context, n, workers int) (*obj, error) {
 	if err == nil {
 		err = cd.wait(ctx, eng, drainTimeout)
 	}
-	end, cpu1 := time.Now(), cpuTime()
+	end, cpu1 := time.Now(), cputime.Process()
 	stopProfile()
 	if err == nil {
 		err = checkCompleted(ctx, eng, ids)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/quire-dev/quire/api"
@@ -193,15 +192,4 @@ func checkCompleted(ctx context.Context, eng *api.Engine, ids []string) error {
 		}
 	}
 	return nil
-}
-
-// cpuTime returns the CPU time the process has used so far, user and
-// system. Unlike wall time it hardly depends on the machine's other load,
-// so cpu_us_per_job compares runs on a noisy machine.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/quire-dev/quire/api"
+	"github.com/quire-dev/quire/internal/cputime"
 )
 
 const (
@@ -39,20 +40,20 @@ func (b *bench) enqueueOnce(ctx context.Context, n, workers int) (*obj, error) {
 	}
 	ids := make([]string, n)
 	stopProfile := b.profile("enqueue", fmt.Sprintf("w%d", workers))
-	start, cpu0 := time.Now(), cpuTime()
+	start, cpu0 := time.Now(), cputime.Process()
 	err = produce(b.cfg.producers, n, func(i int) error {
 		id, err := eng.Enqueue(ctx, "noop", payload{I: int32(i)})
 		ids[i] = id
 		return err
 	})
-	enqueued, cpuMid := time.Now(), cpuTime()
+	enqueued, cpuMid := time.Now(), cputime.Process()
 	if err == nil {
 		err = eng.Start(ctx)
 	}
 	if err == nil {
 		err = cd.wait(ctx, eng, drainTimeout)
 	}
-	end, cpu1 := time.Now(), cpuTime()
+	end, cpu1 := time.Now(), cputime.Process()
 	stopProfile()
 	if err == nil {
 		err = checkCompleted(ctx, eng, ids)
