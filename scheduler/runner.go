@@ -494,7 +494,8 @@ const eventsCompactMin = 1024
 // lies up to DeliveryTimeout (at most 900 s) ahead: under sustained load
 // the heap would otherwise hold about rate × DeliveryTimeout entries,
 // nearly all stale. fire would drop each of them unseen, so dropping them
-// early changes nothing but the size. Amortized O(1) per event.
+// early changes nothing but the heap's size and the timer's wake-ups for
+// them. Amortized O(1) per event.
 func (r *Runner) compactEvents() {
 	if len(r.events) < max(eventsCompactMin, r.compactAt) {
 		return
