@@ -14,6 +14,11 @@
 // On systems without a precise sleep the final stretch is a runtime timer
 // too, so the timer behaves as the runtime's does.
 //
+// The kernel sleep is real time, outside the fake clock of a
+// testing/synctest bubble, which moves only once every goroutine in the
+// bubble is blocked: a Timer there would sleep slice after slice while the
+// bubble's time stood still. Code under synctest takes a clocktest clock.
+//
 // api wraps [clock.System] with it; nothing else should need it.
 package walltimer
 
