@@ -14,3 +14,5 @@ import (
 type systemClock struct{ clock.Clock }
 
 func (systemClock) NewTimer(d time.Duration) clock.Timer { return walltimer.New(d) }
+
+func (systemClock) NewTimerAt(at time.Time) clock.Timer { return walltimer.At(at) }

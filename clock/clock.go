@@ -26,6 +26,28 @@ type Timer interface {
 	Reset(d time.Duration) bool
 }
 
+// AtClock is a [Clock] that can arm a timer for an absolute instant in one
+// step. NewTimer(at.Sub(Now())) takes two readings of the clock: if the
+// clock moves between them, the timer is armed late by that much, which on
+// a manual clock moved by another goroutine can be any amount. Callers that
+// wait for an instant use [NewTimerAt], which takes this path when the
+// clock offers it.
+type AtClock interface {
+	Clock
+	// NewTimerAt returns a Timer that fires once, when the clock reaches
+	// at. An at not after Now() fires as soon as possible.
+	NewTimerAt(at time.Time) Timer
+}
+
+// NewTimerAt returns a Timer of c that fires once c reaches at: in one step
+// if c is an [AtClock], else as c.NewTimer(at.Sub(c.Now())).
+func NewTimerAt(c Clock, at time.Time) Timer {
+	if a, ok := c.(AtClock); ok {
+		return a.NewTimerAt(at)
+	}
+	return c.NewTimer(at.Sub(c.Now()))
+}
+
 // System returns the wall clock. Only api calls it (DESIGN §1.3).
 func System() Clock { return systemClock{} }
 
@@ -34,6 +56,8 @@ type systemClock struct{}
 func (systemClock) Now() time.Time { return time.Now() }
 
 func (systemClock) NewTimer(d time.Duration) Timer { return &systemTimer{t: time.NewTimer(d)} }
+
+func (c systemClock) NewTimerAt(at time.Time) Timer { return c.NewTimer(time.Until(at)) }
 
 type systemTimer struct{ t *time.Timer }
 

@@ -752,9 +752,9 @@ func (r *Runner) arm(now time.Time) {
 	if r.timer != nil {
 		r.timer.Stop()
 	}
-	// Measured from a fresh reading, not the pass's now: the clock may have
-	// moved since, and a timer is armed relative to the clock's present.
-	r.timer = r.cfg.Clock.NewTimer(next.Sub(r.cfg.Clock.Now()))
+	// Armed at the instant itself, not relative to the pass's now: the
+	// clock may have moved since.
+	r.timer = clock.NewTimerAt(r.cfg.Clock, next)
 	r.timerAt = next
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/quire-dev/quire/clock"
 	"github.com/quire-dev/quire/deadlines"
 )
 
@@ -88,13 +89,9 @@ func (c *Coordinator) await(done <-chan struct{}, end func(view) time.Time) bool
 				return false
 			}
 		}
-		t := c.clk.NewTimer(target.Sub(now))
-		// A clock moved past target while the timer was being armed would
-		// leave it armed too late; look again instead.
-		if deadlines.Expired(target, c.clk.Now()) {
-			t.Stop()
-			continue
-		}
+		// Armed at the instant itself: a clock moved between the reading
+		// above and the arming must not leave the timer armed late.
+		t := clock.NewTimerAt(c.clk, target)
 		select {
 		case <-done:
 			t.Stop()

@@ -8,7 +8,7 @@ import (
 	"github.com/quire-dev/quire/clock"
 )
 
-var _ clock.Clock = (*Clock)(nil)
+var _ clock.AtClock = (*Clock)(nil)
 
 // Clock is a manual [clock.Clock]: its time changes only when [Clock.Advance]
 // or [Clock.Set] is called. Create one with [New].
@@ -63,6 +63,18 @@ func (c *Clock) Now() time.Time {
 func (c *Clock) NewTimer(d time.Duration) clock.Timer {
 	t := &timer{c: c, ch: make(chan time.Time, 1), index: -1}
 	c.arm(t, d)
+	return t
+}
+
+// NewTimerAt returns a timer that fires once the clock reaches at, armed
+// in one step (clock.AtClock): a clock moved by another goroutine while the
+// caller computed at does not make it late. An at not after Now() follows
+// the rule of [Clock.NewTimer] for d <= 0.
+func (c *Clock) NewTimerAt(at time.Time) clock.Timer {
+	t := &timer{c: c, ch: make(chan time.Time, 1), index: -1}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.armDueLocked(t, at.Sub(c.now))
 	return t
 }
 
@@ -151,6 +163,11 @@ func (c *Clock) BlockUntil(n int) {
 func (c *Clock) arm(t *timer, d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.armDueLocked(t, d)
+}
+
+// armDueLocked is arm with c.mu held.
+func (c *Clock) armDueLocked(t *timer, d time.Duration) {
 	c.armLocked(t, d)
 	if d <= 0 && c.moving == 0 {
 		c.moveLocked(c.now)

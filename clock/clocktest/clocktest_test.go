@@ -503,3 +503,53 @@ func TestConcurrentUse(t *testing.T) {
 		}
 	}
 }
+
+// NewTimerAt arms at the instant itself: a clock moved between the caller's
+// reading and the arming does not make the timer late, as
+// NewTimer(at.Sub(earlier reading)) would be.
+func TestNewTimerAtIgnoresMovesBeforeArming(t *testing.T) {
+	start := time.Date(2030, 1, 2, 10, 0, 0, 0, time.UTC)
+	c := clocktest.New(start)
+	at := c.Now().Add(time.Second)    // the caller reads the clock...
+	c.Advance(500 * time.Millisecond) // ...another goroutine moves it...
+	tm := clock.NewTimerAt(c, at)     // ...and then the caller arms
+	c.Set(at)
+	select {
+	case got := <-tm.C():
+		if !got.Equal(at) {
+			t.Fatalf("fired at %v, want %v", got, at)
+		}
+	default:
+		t.Fatal("the timer did not fire at its instant")
+	}
+	// An instant already passed fires at once.
+	past := clock.NewTimerAt(c, start)
+	select {
+	case <-past.C():
+	default:
+		t.Fatal("a timer armed for a passed instant did not fire at once")
+	}
+}
+
+// plainClock hides clocktest's NewTimerAt, to exercise clock.NewTimerAt's
+// fallback for clocks that are not AtClocks.
+type plainClock struct{ c *clocktest.Clock }
+
+func (p plainClock) Now() time.Time                       { return p.c.Now() }
+func (p plainClock) NewTimer(d time.Duration) clock.Timer { return p.c.NewTimer(d) }
+
+func TestNewTimerAtFallsBackToNewTimer(t *testing.T) {
+	start := time.Date(2030, 1, 2, 10, 0, 0, 0, time.UTC)
+	c := clocktest.New(start)
+	tm := clock.NewTimerAt(plainClock{c}, start.Add(time.Second))
+	c.Advance(999 * time.Millisecond)
+	select {
+	case <-tm.C():
+		t.Fatal("fired early")
+	default:
+	}
+	c.Advance(time.Millisecond)
+	if got := <-tm.C(); !got.Equal(start.Add(time.Second)) {
+		t.Fatalf("fired at %v", got)
+	}
+}

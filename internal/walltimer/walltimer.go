@@ -56,10 +56,15 @@ type Timer struct {
 
 // New returns a Timer that fires once, d from now. A d <= 0 fires as soon
 // as possible.
-func New(d time.Duration) *Timer {
+func New(d time.Duration) *Timer { return At(time.Now().Add(d)) }
+
+// At returns a Timer that fires once, at the wall-clock instant at (its
+// monotonic reading, if it has one). An at already passed fires as soon as
+// possible.
+func At(at time.Time) *Timer {
 	t := &Timer{c: make(chan time.Time, 1)}
 	t.mu.Lock()
-	t.arm(time.Now().Add(d))
+	t.arm(at)
 	t.mu.Unlock()
 	return t
 }
