@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/quire-dev/quire/api"
+	"github.com/quire-dev/quire/deadlines"
 	"github.com/quire-dev/quire/journal/record"
 	"github.com/quire-dev/quire/shutdown"
 )
@@ -26,6 +27,19 @@ func endOnFailure(b *testBundle) {
 			b.clk.Advance(time.Hour)
 		}
 	})
+}
+
+// forceTestOptions gives the tests of this file a 30 s root and the
+// largest SettlementTimeout. The coordinator bounds the append of each
+// shutdown record by SettlementTimeout on the engine's clock. These tests
+// move the manual clock as soon as a record shows in the journal, which can
+// be before the coordinator has seen that append return; a move past the
+// bound then counts the append as timed out, and the coordinator journals
+// nothing more. At 60 s the bound lies beyond every instant a test here
+// moves to.
+func forceTestOptions(o *api.Options) {
+	o.ShutdownTimeout = 30 * time.Second
+	o.SettlementTimeout = deadlines.SettlementTimeoutMax
 }
 
 // awaitRecord waits until the journal holds a record match accepts, while
@@ -108,7 +122,7 @@ func indexOf(recs []journalRecord, match func(journalRecord) bool) int {
 // open until 7: the drain's force path is TimedOut and the report
 // Incomplete (SD-31 c), 7 s after initiation.
 func TestSD10_SecondSignalAtFiveThroughTheEngine(t *testing.T) {
-	b := setup(t, func(o *api.Options) { o.ShutdownTimeout = 30 * time.Second })
+	b := setup(t, forceTestOptions)
 	endOnFailure(b)
 	p := newProbe()
 	p.free(t)
@@ -218,7 +232,7 @@ func TestSD10_SecondSignalAtFiveThroughTheEngine(t *testing.T) {
 // order: force requested (5), phase 3 started (5), attempt_released (6,
 // by the coordinator), phase 3 finished (6.5), phase 4 started (6.5).
 func TestDL41_SD24_CoordinatorReleasesAtTheOwnerCutoff(t *testing.T) {
-	b := setup(t, func(o *api.Options) { o.ShutdownTimeout = 30 * time.Second })
+	b := setup(t, forceTestOptions)
 	endOnFailure(b)
 	p := newProbe()
 	p.free(t)
@@ -325,7 +339,7 @@ func TestDL41_SD24_CoordinatorReleasesAtTheOwnerCutoff(t *testing.T) {
 // result to come on res.
 func revokedDuringCleanup(t *testing.T, opts ...api.JobOption) (b *testBundle, id string, release chan struct{}, res chan error) {
 	t.Helper()
-	b = setup(t, func(o *api.Options) { o.ShutdownTimeout = 30 * time.Second })
+	b = setup(t, forceTestOptions)
 	endOnFailure(b)
 	p := newProbe()
 	p.free(t)
