@@ -17,4 +17,10 @@
 //		fmt.Println("fired at", at)
 //	case <-ctx.Done():
 //	}
+//
+// Code that waits for an instant it computed earlier arms the timer at the
+// instant, so that a clock moved in between (a manual clock in a test) does
+// not make it late:
+//
+//	t := clock.NewTimerAt(c, deadline)
 package clock
