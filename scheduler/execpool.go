@@ -5,7 +5,8 @@ package scheduler
 // copying on its way down the pipeline, whose frames (payload decoding by
 // reflection among them) outgrow the initial size: in a profile of a
 // 500-job burst of no-op handlers (BenchmarkBurstMem) that growth was about
-// 9 % of all CPU. A parked goroutine has grown its stack already.
+// 9 % of all CPU. A parked goroutine has grown its stack already (until
+// a garbage collection shrinks the stack of one that stays idle).
 //
 // No more goroutines are parked than executions ever ran at once (at most
 // Workers, plus abandoned ones that returned late). They exit when the
