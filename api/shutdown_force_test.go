@@ -42,6 +42,34 @@ func forceTestOptions(o *api.Options) {
 	o.SettlementTimeout = deadlines.SettlementTimeoutMax
 }
 
+// runningForForce starts an engine with forceTestOptions and one job whose
+// handler is running under the probe, and returns the channels a test
+// hands to a scope closer that hangs: closing (closed by the test's closer
+// when it starts) and release (which lets it return; closed at cleanup if
+// the test did not).
+func runningForForce(t *testing.T, opts ...api.JobOption) (b *testBundle, p *probe, d *api.Delivery, id string, closing, release chan struct{}) {
+	t.Helper()
+	b = setup(t, forceTestOptions)
+	endOnFailure(b)
+	p = newProbe()
+	p.free(t)
+	if err := api.Handle(b.eng, "work", p.handler()); err != nil {
+		t.Fatal(err)
+	}
+	id = b.enqueue("work", msg{}, opts...)
+	b.start()
+	d = <-p.started
+	closing, release = make(chan struct{}), make(chan struct{})
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	return b, p, d, id, closing, release
+}
+
 // awaitRecord waits until the journal holds a record match accepts, while
 // the engine runs, and returns the first one.
 func (b *testBundle) awaitRecord(what string, match func(journalRecord) bool) journalRecord {
@@ -232,24 +260,7 @@ func TestSD10_SecondSignalAtFiveThroughTheEngine(t *testing.T) {
 // order: force requested (5), phase 3 started (5), attempt_released (6,
 // by the coordinator), phase 3 finished (6.5), phase 4 started (6.5).
 func TestDL41_SD24_CoordinatorReleasesAtTheOwnerCutoff(t *testing.T) {
-	b := setup(t, forceTestOptions)
-	endOnFailure(b)
-	p := newProbe()
-	p.free(t)
-	if err := api.Handle(b.eng, "work", p.handler()); err != nil {
-		t.Fatal(err)
-	}
-	id := b.enqueue("work", msg{})
-	b.start()
-	d := <-p.started
-	closing, release := make(chan struct{}), make(chan struct{})
-	t.Cleanup(func() {
-		select {
-		case <-release:
-		default:
-			close(release)
-		}
-	})
+	b, p, d, id, closing, release := runningForForce(t)
 	p.send(d, func(ctx context.Context) error {
 		if err := d.Scope().Register("conn", closer(func() error {
 			close(closing)
@@ -339,24 +350,7 @@ func TestDL41_SD24_CoordinatorReleasesAtTheOwnerCutoff(t *testing.T) {
 // result to come on res.
 func revokedDuringCleanup(t *testing.T, opts ...api.JobOption) (b *testBundle, id string, release chan struct{}, res chan error) {
 	t.Helper()
-	b = setup(t, forceTestOptions)
-	endOnFailure(b)
-	p := newProbe()
-	p.free(t)
-	if err := api.Handle(b.eng, "work", p.handler()); err != nil {
-		t.Fatal(err)
-	}
-	id = b.enqueue("work", msg{}, opts...)
-	b.start()
-	d := <-p.started
-	closing, release := make(chan struct{}), make(chan struct{})
-	t.Cleanup(func() {
-		select {
-		case <-release:
-		default:
-			close(release)
-		}
-	})
+	b, p, d, id, closing, release := runningForForce(t, opts...)
 	res = make(chan error, 1)
 	api.Signal(b.eng, syscall.SIGTERM)
 	go func() { res <- b.eng.Shutdown(b.ctx) }()
