@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"strconv"
 	"testing"
+	"unsafe"
 )
 
 // goid returns the calling goroutine's id from its stack header.
@@ -65,4 +66,65 @@ func TestExecPoolSurvivesGoexit(t *testing.T) {
 	if id := <-ran; id == gone {
 		t.Fatalf("ran on goroutine %d, which exited", id)
 	}
+}
+
+// frameAddr returns the address of a local in its own frame: equal at the
+// same call depth on the same goroutine unless the stack was moved.
+//
+//go:noinline
+func frameAddr() uintptr {
+	var x byte
+	return uintptr(unsafe.Pointer(&x))
+}
+
+// deep uses about depth × 256 bytes of stack.
+//
+//go:noinline
+func deep(depth int) byte {
+	var b [256]byte
+	b[depth%256] = byte(depth)
+	if depth == 0 {
+		return b[0]
+	}
+	return deep(depth-1) + b[(depth*7)%256]
+}
+
+// A parked goroutine keeps the stack it grew. The garbage collector halves
+// the stack of a goroutine that uses less than a quarter of it, by copying:
+// every execution after a collection would grow it again by copying its
+// frames, which in a burst of short executions was a large part of their
+// cost. An execution's frames at the same depth are at the same address in
+// a later execution on the same goroutine only if its stack never moved.
+func TestExecPoolParkedGoroutinesKeepTheirStacks(t *testing.T) {
+	done := make(chan struct{})
+	defer close(done)
+	p := execPool{work: make(chan func()), done: done}
+	addrs := make(chan uintptr, 1)
+	p.run(func() {
+		deep(32) // 8 KiB: a handler's frames
+		addrs <- frameAddr()
+	})
+	first := <-addrs
+	for parked() < 1 {
+		runtime.Gosched()
+	}
+	runtime.GC()
+	runtime.GC()
+	p.work <- func() { addrs <- frameAddr() } // the parked goroutine
+	if again := <-addrs; again != first {
+		t.Fatalf("an execution's frame moved from %#x to %#x after a collection: the parked goroutine's stack was copied", first, again)
+	}
+}
+
+// parked counts goroutines waiting in execPool.serve for their next
+// execution.
+func parked() int {
+	buf := make([]byte, 1<<20)
+	n := 0
+	for _, g := range bytes.Split(buf[:runtime.Stack(buf, true)], []byte("\n\n")) {
+		if bytes.Contains(g, []byte(" [select")) && bytes.Contains(g, []byte("(*execPool).serve")) {
+			n++
+		}
+	}
+	return n
 }
