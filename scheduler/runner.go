@@ -470,11 +470,7 @@ func (r *Runner) step() {
 			r.enqueue(d, nil)
 		}
 	}
-	if r.committing == nil && len(r.pending) > 0 {
-		r.committing = r.pending[0]
-		r.pending = r.pending[1:]
-		r.commitCh <- r.committing
-	}
+	r.flush()
 	r.checkDrained()
 	r.checkIdle()
 	r.checkQuarantine()
@@ -606,6 +602,16 @@ func (r *Runner) checkDrained() {
 	r.drainWait = nil
 }
 
+// flush hands the oldest pending batch to the committer unless a batch is
+// being committed.
+func (r *Runner) flush() {
+	if r.committing == nil && len(r.pending) > 0 {
+		r.committing = r.pending[0]
+		r.pending = r.pending[1:]
+		r.commitCh <- r.committing
+	}
+}
+
 func (r *Runner) acked(a ack) bool {
 	r.committing = nil
 	if a.err != nil {
@@ -641,6 +647,11 @@ func (r *Runner) acked(a ack) bool {
 			}
 		}
 	}
+	// The next batch goes to the committer before the acknowledged
+	// attempts launch: launching a hundred of them takes about a
+	// millisecond of the loop, and made ready before the committer, their
+	// goroutines would run ahead of it.
+	r.flush()
 	for _, st := range a.b.d.Starts {
 		r.launch(st)
 	}
