@@ -144,9 +144,13 @@ func DeliveryTimeout(d time.Duration) JobOption {
 	}
 }
 
-// Unique dedupes the job while a pending or processing job with the same
-// handler and payload exists: Enqueue returns that job's id and appends
-// nothing (JB-5).
+// Unique dedupes the job while a pending or processing job enqueued with
+// Unique for the same handler and payload exists: Enqueue returns that
+// job's id and appends nothing (JB-5). The key is the handler name and a
+// hash of the payload, so the queue and other options take no part in the
+// match, and a job enqueued without Unique carries no key and blocks
+// nothing. Completed and buried jobs do not block. Given to [Handle], it
+// applies to every enqueue for that handler.
 func Unique() JobOption {
 	return func(o *jobOptions) { o.unique = true }
 }

@@ -12,8 +12,8 @@ import (
 // Enqueue appends a job_enqueued for handler with payload and returns the
 // job id once the append is synced (JB-1). The payload is encoded with
 // msgpack (map keys sorted) and must not be nil. With [Unique], an
-// existing pending or processing job with the same handler and payload
-// is returned instead and nothing is appended (JB-5). An unregistered
+// existing pending or processing job enqueued with Unique for the same
+// handler and payload is returned instead and nothing is appended (JB-5). An unregistered
 // handler, an invalid option or payload, a cancelled ctx or a closed
 // engine return a typed error and append nothing.
 func (e *Engine) Enqueue(ctx context.Context, handler string, payload any, opts ...JobOption) (string, error) {
