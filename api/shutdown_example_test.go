@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"time"
 
 	"github.com/quire-dev/quire/api"
+	"github.com/quire-dev/quire/shutdown"
 )
 
 // namedCloser is a resource the application built for the engine alone.
@@ -69,4 +71,176 @@ func ExampleStartupError() {
 	// closed db
 	// failed at open - true
 	// startup_failure failed STARTUP_FAILED
+}
+
+// Shutdown closes admission, lets running attempts finish, then closes the
+// journal; it returns nil when the report is a success.
+func ExampleEngine_Shutdown() {
+	ctx := context.Background()
+	opts, _ := exampleOptions()
+	eng, err := api.Open(ctx, opts)
+	if err != nil {
+		log.Fatal(err)
+	}
+	started, release := make(chan struct{}), make(chan struct{})
+	if err := api.Handle(eng, "upload", func(ctx context.Context, d *api.Delivery, in greeting) error {
+		close(started)
+		<-release
+		fmt.Println("upload finished")
+		return nil
+	}); err != nil {
+		log.Fatal(err)
+	}
+	if err := eng.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := eng.Enqueue(ctx, "upload", greeting{Name: "report.pdf"}); err != nil {
+		log.Fatal(err)
+	}
+	<-started
+	done := make(chan error, 1)
+	go func() { done <- eng.Shutdown(ctx) }()
+	<-eng.ShutdownStarted()
+	close(release) // the running attempt is drained, not cut off
+	if err := <-done; err != nil {
+		log.Fatal(err)
+	}
+	rep := eng.ShutdownReport()
+	fmt.Println(eng.Lifecycle(), rep.Completion, "drained:", rep.Drained)
+	// Output:
+	// upload finished
+	// stopped graceful_completed drained: 1
+}
+
+// Force cuts a shutdown short: running attempts are cancelled with
+// ReasonForcedShutdown and released, to be delivered again at the next
+// Open.
+func ExampleEngine_Force() {
+	ctx := context.Background()
+	opts, _ := exampleOptions()
+	eng, err := api.Open(ctx, opts)
+	if err != nil {
+		log.Fatal(err)
+	}
+	started := make(chan struct{})
+	if err := api.Handle(eng, "crawl", func(ctx context.Context, d *api.Delivery, in greeting) error {
+		close(started)
+		<-ctx.Done()
+		reason, _, _ := d.Cancellation().Reason()
+		fmt.Println("cancelled:", reason)
+		return ctx.Err()
+	}); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(errors.Is(eng.Force(), shutdown.ErrNotInitiated)) // nothing to force yet
+	if err := eng.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := eng.Enqueue(ctx, "crawl", greeting{Name: "example.com"}); err != nil {
+		log.Fatal(err)
+	}
+	<-started
+	done := make(chan error, 1)
+	go func() { done <- eng.Shutdown(ctx) }()
+	<-eng.ShutdownStarted()
+	if err := eng.Force(); err != nil {
+		log.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		log.Fatal(err)
+	}
+	rep := eng.ShutdownReport()
+	fmt.Println(rep.Completion, "forced:", rep.Forced, "released:", rep.Released)
+	// Output:
+	// true
+	// cancelled: forced_shutdown
+	// forced_completed forced: true released: 1
+}
+
+// The report of a graceful shutdown. It is nil until the shutdown is over;
+// afterwards every call returns a copy of the same report.
+func ExampleEngine_ShutdownReport() {
+	ctx := context.Background()
+	opts, _ := exampleOptions()
+	opts.ShutdownTimeout = 10 * time.Second
+	eng, err := api.Open(ctx, opts)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(eng.ShutdownReport() == nil)
+	if err := eng.Shutdown(ctx); err != nil {
+		log.Fatal(err)
+	}
+	rep := eng.ShutdownReport()
+	fmt.Println(rep.Completion, rep.IsSuccess(), rep.Trigger, rep.Budget, rep.FailureCode == "")
+	for _, a := range rep.Actions {
+		fmt.Printf("phase %d %s: %s\n", a.Phase, a.Component, a.Graceful)
+	}
+	// Output:
+	// true
+	// graceful_completed true api 10s true
+	// phase 1 admission: completed
+	// phase 2 drain: completed
+	// phase 4 close: completed
+}
+
+// ShutdownStarted lets a process report itself not ready as soon as a
+// shutdown begins: from then on new work is refused.
+func ExampleEngine_ShutdownStarted() {
+	ctx := context.Background()
+	opts, _ := exampleOptions()
+	eng, err := api.Open(ctx, opts)
+	if err != nil {
+		log.Fatal(err)
+	}
+	started, release := make(chan struct{}), make(chan struct{})
+	if err := api.Handle(eng, "bake", func(ctx context.Context, d *api.Delivery, in greeting) error {
+		close(started)
+		<-release
+		return nil
+	}); err != nil {
+		log.Fatal(err)
+	}
+	if err := eng.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := eng.Enqueue(ctx, "bake", greeting{Name: "bread"}); err != nil {
+		log.Fatal(err)
+	}
+	<-started
+	done := make(chan error, 1)
+	go func() { done <- eng.Shutdown(ctx) }()
+
+	<-eng.ShutdownStarted() // e.g. make the readiness probe fail
+	fmt.Println("not ready:", eng.Lifecycle())
+	_, err = eng.Enqueue(ctx, "bake", greeting{Name: "cake"})
+	fmt.Println(errors.Is(err, api.ErrShuttingDown))
+	close(release)
+	if err := <-done; err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// not ready: draining
+	// true
+}
+
+// Snapshot reads the lifecycle and the shutdown status in one call, for a
+// health endpoint.
+func ExampleEngine_Snapshot() {
+	ctx := context.Background()
+	opts, _ := exampleOptions()
+	eng, err := api.Open(ctx, opts)
+	if err != nil {
+		log.Fatal(err)
+	}
+	s := eng.Snapshot()
+	fmt.Println(s.Lifecycle, s.Shutdown.Initiated, s.Shutdown.Completed, s.Shutdown.Report == nil)
+	if err := eng.Shutdown(ctx); err != nil {
+		log.Fatal(err)
+	}
+	s = eng.Snapshot()
+	fmt.Println(s.Lifecycle, s.Shutdown.Initiated, s.Shutdown.Completed, s.Shutdown.Report.Completion)
+	// Output:
+	// ready false false true
+	// stopped true true graceful_completed
 }

@@ -305,3 +305,145 @@ func ExampleEngine_RetryWorkflow() {
 	// failed payment gateway down
 	// completed map[charged:true]
 }
+
+// All: a release waits for every review, and fails as soon as one review
+// fails or is cancelled.
+func ExampleAll() {
+	ctx := context.Background()
+	eng, _ := wfExampleEngine()
+	defer eng.Close(ctx)
+	wfMust(eng.Register(api.NewWorkflow("review").WaitForSignal("approved")))
+	wfMust(eng.Register(api.NewWorkflow("release").WaitForWorkflowsIn(api.All(), "reviews")))
+	wfMust(eng.Start(ctx))
+
+	a, err := eng.Dispatch(ctx, "review", api.State{"by": "ana"})
+	wfMust(err)
+	b, err := eng.Dispatch(ctx, "review", api.State{"by": "bo"})
+	wfMust(err)
+	rel, err := eng.Dispatch(ctx, "release", api.State{"reviews": []string{a, b}})
+	wfMust(err)
+
+	wfMust(eng.Signal(ctx, a, "approved", nil))
+	wfMust(eng.WaitIdle(ctx))
+	info, _ := eng.Workflow(ctx, rel)
+	fmt.Println("one approval:", info.Status)
+
+	wfMust(eng.CancelWorkflow(ctx, b))
+	wfMust(eng.WaitIdle(ctx))
+	info, _ = eng.Workflow(ctx, rel)
+	fmt.Println("one cancelled:", info.Status)
+	// Output:
+	// one approval: waiting_for_workflows
+	// one cancelled: failed
+}
+
+// Any: the first review to complete is enough.
+func ExampleAny() {
+	ctx := context.Background()
+	eng, _ := wfExampleEngine()
+	defer eng.Close(ctx)
+	wfMust(eng.Register(api.NewWorkflow("review").WaitForSignal("approved")))
+	wfMust(eng.Register(api.NewWorkflow("hotfix").WaitForWorkflowsIn(api.Any(), "reviews")))
+	wfMust(eng.Start(ctx))
+
+	var reviews []string
+	for _, by := range []string{"ana", "bo", "cy"} {
+		id, err := eng.Dispatch(ctx, "review", api.State{"by": by})
+		wfMust(err)
+		reviews = append(reviews, id)
+	}
+	fix, err := eng.Dispatch(ctx, "hotfix", api.State{"reviews": reviews})
+	wfMust(err)
+	wfMust(eng.WaitIdle(ctx))
+	info, _ := eng.Workflow(ctx, fix)
+	fmt.Println("no approval:", info.Status)
+
+	wfMust(eng.Signal(ctx, reviews[1], "approved", nil))
+	wfMust(eng.WaitIdle(ctx))
+	info, _ = eng.Workflow(ctx, fix)
+	fmt.Println("one approval:", info.Status)
+	// Output:
+	// no approval: waiting_for_workflows
+	// one approval: completed
+}
+
+// Quorum: two approvals out of three reviews are enough.
+func ExampleQuorum() {
+	ctx := context.Background()
+	eng, _ := wfExampleEngine()
+	defer eng.Close(ctx)
+	wfMust(eng.Register(api.NewWorkflow("review").WaitForSignal("approved")))
+	wfMust(eng.Register(api.NewWorkflow("merge").WaitForWorkflowsIn(api.Quorum(2), "reviews")))
+	wfMust(eng.Start(ctx))
+
+	var reviews []string
+	for _, by := range []string{"ana", "bo", "cy"} {
+		id, err := eng.Dispatch(ctx, "review", api.State{"by": by})
+		wfMust(err)
+		reviews = append(reviews, id)
+	}
+	m, err := eng.Dispatch(ctx, "merge", api.State{"reviews": reviews})
+	wfMust(err)
+	for i, r := range reviews[:2] {
+		wfMust(eng.Signal(ctx, r, "approved", nil))
+		wfMust(eng.WaitIdle(ctx))
+		info, _ := eng.Workflow(ctx, m)
+		fmt.Println("approvals:", i+1, info.Status)
+	}
+	// Output:
+	// approvals: 1 waiting_for_workflows
+	// approvals: 2 completed
+}
+
+// SimJournal is for the sim package and for tests that audit what the
+// engine acknowledged: here, the records one job left in the journal.
+func ExampleSimJournal() {
+	ctx := context.Background()
+	eng, _ := wfExampleEngine()
+	defer eng.Close(ctx)
+	wfMust(api.Handle(eng, "greet", func(ctx context.Context, d *api.Delivery, in greeting) error { return nil }))
+	wfMust(eng.Start(ctx))
+	_, err := eng.Enqueue(ctx, "greet", greeting{Name: "Ada"})
+	wfMust(err)
+	wfMust(eng.WaitIdle(ctx))
+
+	j := api.SimJournal(eng) // read only; the engine closes it
+	it := j.Scan(1, j.LastSeq())
+	for it.Next() {
+		fmt.Println(it.Record().Seq, it.Record().Kind())
+	}
+	wfMust(it.Err())
+	it.Close()
+	// Output:
+	// 1 run_started
+	// 2 job_enqueued
+	// 3 attempt_started
+	// 4 attempt_succeeded
+}
+
+// SimLive is for the sim package's oracle and for tests: it lists the
+// unfinished jobs and workflows the engine holds in memory. Finished work
+// lives only in the journal.
+func ExampleSimLive() {
+	ctx := context.Background()
+	eng, _ := wfExampleEngine()
+	defer eng.Close(ctx)
+	wfMust(api.Handle(eng, "greet", func(ctx context.Context, d *api.Delivery, in greeting) error { return nil }))
+	wfMust(eng.Register(api.NewWorkflow("approval").WaitForSignal("approved")))
+	wfMust(eng.Start(ctx))
+	_, err := eng.Enqueue(ctx, "greet", greeting{Name: "now"})
+	wfMust(err)
+	later, err := eng.Enqueue(ctx, "greet", greeting{Name: "later"}, api.Delay(time.Hour))
+	wfMust(err)
+	wf, err := eng.Dispatch(ctx, "approval", api.State{})
+	wfMust(err)
+	wfMust(eng.WaitIdle(ctx))
+
+	jobs, workflows, err := api.SimLive(ctx, eng)
+	wfMust(err)
+	fmt.Println("jobs:", len(jobs), "the delayed one:", jobs[0] == later)
+	fmt.Println("workflows:", len(workflows), "the waiting one:", workflows[0] == wf)
+	// Output:
+	// jobs: 1 the delayed one: true
+	// workflows: 1 the waiting one: true
+}
