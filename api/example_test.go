@@ -291,6 +291,7 @@ func ExampleEngine_Run() {
 		log.Fatal(err)
 	}
 	fmt.Println(eng.Lifecycle())
+	// Output: stopped
 }
 
 func ExampleEngine_RunOnce() {
