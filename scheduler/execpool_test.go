@@ -100,12 +100,13 @@ func TestExecPoolParkedGoroutinesKeepTheirStacks(t *testing.T) {
 	defer close(done)
 	p := execPool{work: make(chan func()), done: done}
 	addrs := make(chan uintptr, 1)
+	others := parked()
 	p.run(func() {
 		deep(32) // 8 KiB: a handler's frames
 		addrs <- frameAddr()
 	})
 	first := <-addrs
-	for parked() < 1 {
+	for parked() <= others {
 		runtime.Gosched()
 	}
 	runtime.GC()
