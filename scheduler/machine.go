@@ -81,11 +81,21 @@ type Decision struct {
 	DeadlineRuns []DeadlineRun
 }
 
+// merge appends o to d. o must not be used afterwards: where d has
+// nothing yet, it takes o's slices instead of copying them (a Start is
+// over 400 bytes, and the starts of a batch are usually one Dispatch's).
 func (d *Decision) merge(o Decision) {
-	d.Records = append(d.Records, o.Records...)
-	d.Index = append(d.Index, o.Index...)
-	d.Starts = append(d.Starts, o.Starts...)
-	d.DeadlineRuns = append(d.DeadlineRuns, o.DeadlineRuns...)
+	d.Records = appendOrTake(d.Records, o.Records)
+	d.Index = appendOrTake(d.Index, o.Index)
+	d.Starts = appendOrTake(d.Starts, o.Starts)
+	d.DeadlineRuns = appendOrTake(d.DeadlineRuns, o.DeadlineRuns)
+}
+
+func appendOrTake[T any](d, o []T) []T {
+	if len(d) == 0 {
+		return o
+	}
+	return append(d, o...)
 }
 
 // Empty reports whether d appends nothing and starts nothing.
@@ -347,7 +357,17 @@ func (m *Machine) Dispatch(now time.Time) Decision {
 	if m.inflight >= m.cfg.Workers {
 		return d
 	}
-	for _, q := range m.queues() {
+	qs := m.queues()
+	ready := 0 // at least the starts: held and stale entries are popped below
+	for _, q := range qs {
+		if h := m.x.ready[q]; h != nil && !m.st.PausedQueues[q] {
+			ready += h.Len()
+		}
+	}
+	if n := min(ready, m.cfg.Workers-m.inflight); n > 0 {
+		d.Starts = make([]Start, 0, n)
+	}
+	for _, q := range qs {
 		if m.inflight >= m.cfg.Workers {
 			break
 		}

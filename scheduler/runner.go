@@ -249,7 +249,8 @@ func (r *Runner) Start() {
 // time, appends the Decision it returns, and returns once that append is
 // acknowledged, or fn's error (nothing appended), or the fatal append
 // error. A Decision with no records is acknowledged once everything decided
-// before it is: reads through Submit never see unacknowledged state.
+// before it is: reads through Submit never see unacknowledged state. The
+// Decision belongs to the runner once fn returns it.
 func (r *Runner) Submit(ctx context.Context, fn func(m *Machine, now time.Time) (Decision, error)) error {
 	done := make(chan error, 1)
 	select {
