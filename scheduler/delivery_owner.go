@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -194,7 +193,7 @@ func (r *Runner) InstallRoot(ctx context.Context, root deadlines.Root) error {
 				if hr := r.root.Hr(); hr.Before(w.deadline) {
 					w.deadline = hr
 					r.settling[seq] = w
-					heap.Push(&r.events, event{at: hr.UnixNano(), token: seq, kind: evSettle})
+					heapPush(&r.events, event{at: hr.UnixNano(), token: seq, kind: evSettle})
 				}
 			}
 		}
@@ -387,7 +386,7 @@ func (r *Runner) schedule(a *attempt) {
 		return
 	}
 	a.armed = next
-	heap.Push(&r.events, event{at: next.UnixNano(), token: a.att.Token, kind: evAttempt})
+	heapPush(&r.events, event{at: next.UnixNano(), token: a.att.Token, kind: evAttempt})
 }
 
 // notify records the first reason at at, the deadline instant for
@@ -783,7 +782,7 @@ func (r *Runner) decideSettlement(now time.Time, res Result, a *attempt, codes [
 	if seq != 0 {
 		deadline := now.Add(r.root.SettlementWait(r.cfg.SettlementTimeout, now))
 		r.settling[seq] = settleWait{token: res.Token, deadline: deadline}
-		heap.Push(&r.events, event{at: deadline.UnixNano(), token: seq, kind: evSettle})
+		heapPush(&r.events, event{at: deadline.UnixNano(), token: seq, kind: evSettle})
 	}
 }
 

@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"container/heap"
 	"errors"
 	"fmt"
 	"slices"
@@ -289,7 +288,7 @@ func (m *Machine) NextTimer() (time.Time, bool) {
 			next, ok = e.at, true
 			break
 		}
-		heap.Pop(&m.x.delayed)
+		heapPop(&m.x.delayed)
 	}
 	for m.x.delays.Len() > 0 {
 		e := m.x.delays[0]
@@ -299,7 +298,7 @@ func (m *Machine) NextTimer() (time.Time, bool) {
 			}
 			break
 		}
-		heap.Pop(&m.x.delays)
+		heapPop(&m.x.delays)
 	}
 	if !ok {
 		return time.Time{}, false
@@ -314,13 +313,13 @@ func (m *Machine) promote(now time.Time) {
 	for m.x.delayed.Len() > 0 {
 		e := m.x.delayed[0]
 		if !m.x.valid(e) {
-			heap.Pop(&m.x.delayed)
+			heapPop(&m.x.delayed)
 			continue
 		}
 		if e.at > n {
 			return
 		}
-		heap.Pop(&m.x.delayed)
+		heapPop(&m.x.delayed)
 		j := m.st.Jobs[e.id]
 		m.x.pushReady(j, e.gen)
 	}
@@ -376,7 +375,7 @@ func (m *Machine) Dispatch(now time.Time) Decision {
 		}
 		h := m.x.ready[q]
 		for h != nil && h.Len() > 0 && m.inflight < m.cfg.Workers {
-			e := heap.Pop(h).(entry)
+			e := heapPop(h)
 			if !m.x.valid(e) {
 				continue
 			}

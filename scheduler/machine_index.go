@@ -1,8 +1,6 @@
 package scheduler
 
 import (
-	"container/heap"
-
 	"github.com/quire-dev/quire/replay"
 )
 
@@ -28,14 +26,6 @@ func (h readyHeap) Less(i, j int) bool {
 	}
 	return h[i].seq < h[j].seq
 }
-func (h readyHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *readyHeap) Push(x any)   { *h = append(*h, x.(entry)) }
-func (h *readyHeap) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return e
-}
 
 // timerHeap orders delayed jobs by (available at, enqueue seq): overdue
 // timers fire in (instant, seq) order (RL-9).
@@ -47,14 +37,6 @@ func (h timerHeap) Less(i, j int) bool {
 		return h[i].at < h[j].at
 	}
 	return h[i].seq < h[j].seq
-}
-func (h timerHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *timerHeap) Push(x any)   { *h = append(*h, x.(entry)) }
-func (h *timerHeap) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return e
 }
 
 // index holds the machine's derived views of the pending jobs. It is
@@ -89,9 +71,9 @@ func (x *index) pushReady(j *replay.Job, gen uint64) {
 		h = &readyHeap{}
 		x.ready[j.Queue] = h
 	}
-	heap.Push(h, entry{id: j.ID, gen: gen, priority: j.Priority, seq: j.EnqueueSeq, at: j.AvailableAt})
+	heapPush(h, entry{id: j.ID, gen: gen, priority: j.Priority, seq: j.EnqueueSeq, at: j.AvailableAt})
 }
 
 func (x *index) pushDelayed(j *replay.Job, gen uint64) {
-	heap.Push(&x.delayed, entry{id: j.ID, gen: gen, priority: j.Priority, seq: j.EnqueueSeq, at: j.AvailableAt})
+	heapPush(&x.delayed, entry{id: j.ID, gen: gen, priority: j.Priority, seq: j.EnqueueSeq, at: j.AvailableAt})
 }

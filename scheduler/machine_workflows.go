@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"container/heap"
 	"fmt"
 	"sort"
 	"time"
@@ -760,7 +759,7 @@ func (m *Machine) settleWait(d *Decision, now time.Time, w *replay.Workflow) {
 // delay timers of Delay steps: entries keyed by (fire at, workflow start
 // seq), valid while the workflow still waits on that delay.
 func (m *Machine) armDelay(w *replay.Workflow) {
-	heap.Push(&m.x.delays, entry{id: w.ID, at: w.DelayFireAt, seq: w.StartSeq, step: w.Step})
+	heapPush(&m.x.delays, entry{id: w.ID, at: w.DelayFireAt, seq: w.StartSeq, step: w.Step})
 }
 
 func (m *Machine) delayValid(e entry) (*replay.Workflow, bool) {
@@ -780,13 +779,13 @@ func (m *Machine) fireDelays(d *Decision, now time.Time) {
 		e := m.x.delays[0]
 		w, ok := m.delayValid(e)
 		if !ok {
-			heap.Pop(&m.x.delays)
+			heapPop(&m.x.delays)
 			continue
 		}
 		if e.at > n {
 			return
 		}
-		heap.Pop(&m.x.delays)
+		heapPop(&m.x.delays)
 		m.completeStep(d, now, w, nil, nil)
 	}
 }

@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"sync"
@@ -140,14 +139,6 @@ func (h eventHeap) Less(i, j int) bool {
 		return h[i].token < h[j].token
 	}
 	return h[i].kind < h[j].kind
-}
-func (h eventHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *eventHeap) Push(x any)   { *h = append(*h, x.(event)) }
-func (h *eventHeap) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return e
 }
 
 // Runner executes a Machine's decisions: it owns the single loop goroutine
@@ -505,7 +496,7 @@ func (r *Runner) compactEvents() {
 	}
 	clear(r.events[len(live):])
 	r.events = live
-	heap.Init(&r.events)
+	heapInit(r.events)
 	r.compactAt = 2 * len(r.events)
 }
 
@@ -673,7 +664,7 @@ func (r *Runner) launchHandler(run DeadlineRun) {
 	r.handlers[run.Expiry] = func() {
 		cancel(&CancelReason{Reason: deadlines.ReasonDeliveryTimeout, At: deadline})
 	}
-	heap.Push(&r.events, event{at: deadline.UnixNano(), token: run.Expiry, kind: evHandler})
+	heapPush(&r.events, event{at: deadline.UnixNano(), token: run.Expiry, kind: evHandler})
 	r.execWG.Add(1)
 	go func() {
 		defer r.execWG.Done()
@@ -713,7 +704,7 @@ func (r *Runner) fire() {
 	now := r.cfg.Clock.Now()
 	n := now.UnixNano()
 	for r.events.Len() > 0 && r.events[0].at <= n {
-		e := heap.Pop(&r.events).(event)
+		e := heapPop(&r.events)
 		switch e.kind {
 		case evHandler: // an on-deadline handler's deadline
 			if cancel, ok := r.handlers[e.token]; ok {
