@@ -29,7 +29,9 @@ func EncodeBody(b Body) ([]byte, error) {
 // reference the hand encoders are held to.
 func encodeReflect(b Body) ([]byte, error) {
 	var buf bytes.Buffer
-	enc := msgpack.NewEncoder(&buf)
+	enc := msgpack.GetEncoder()
+	defer msgpack.PutEncoder(enc)
+	enc.Reset(&buf) // clears the options a previous user set
 	enc.SetSortMapKeys(true)
 	if err := enc.Encode(b); err != nil {
 		return nil, fmt.Errorf("%w: encode %s: %v", ErrInvalid, b.Kind(), err)
@@ -67,7 +69,9 @@ func DecodeBody(k Kind, payload []byte) (Body, error) {
 // can reach the journal. Errors wrap [ErrInvalid] or [ErrTooLarge].
 func EncodeValue(v any) ([]byte, error) {
 	var buf bytes.Buffer
-	enc := msgpack.NewEncoder(&buf)
+	enc := msgpack.GetEncoder()
+	defer msgpack.PutEncoder(enc)
+	enc.Reset(&buf) // clears the options a previous user set
 	enc.SetSortMapKeys(true)
 	// Integers take their shortest form whatever their Go type, so that a
 	// value decoded into any (where 1 comes back as int8) re-encodes to the
@@ -128,9 +132,12 @@ func DecodeValue(b []byte, v any) error {
 
 // decode runs msgpack on pre-scanned bytes. The allocation-limit,
 // preallocation and loose-interface options of the decoder stay off
-// (spec/reliability.md §3.5).
+// (spec/reliability.md §3.5): the decoder comes from msgpack's pool, and
+// Reset clears every option its previous user set.
 func decode(b []byte, v any, disallowUnknown bool) error {
-	dec := msgpack.NewDecoder(bytes.NewReader(b))
+	dec := msgpack.GetDecoder()
+	defer msgpack.PutDecoder(dec)
+	dec.Reset(bytes.NewReader(b))
 	dec.DisallowUnknownFields(disallowUnknown)
 	return dec.Decode(v)
 }

@@ -182,3 +182,51 @@ func TestDecodeValueRefusals(t *testing.T) {
 		t.Fatalf("DecodeValue into a narrower struct = %+v, %v", o, err)
 	}
 }
+
+// TestPooledCodersCarryNoOptions: the codecs take their encoders and
+// decoders from msgpack's shared pools, which any code in the process may
+// also use. Options another user left on a pooled encoder or decoder must
+// not reach the journal: keys stay sorted and structs stay maps, and a
+// record with an unknown field is still refused.
+func TestPooledCodersCarryNoOptions(t *testing.T) {
+	v := map[string]any{"b": 1, "a": struct {
+		X int `msgpack:"x"`
+	}{X: 2}}
+	want, err := EncodeValue(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unknown := []byte{0x82, 0xa5, 'q', 'u', 'e', 'u', 'e', 0xa1, 'q', 0xa1, 'x', 0x01}
+	for range 50 { // the pools hand back a recently put coder on this P
+		enc := msgpack.GetEncoder()
+		enc.Reset(nil)
+		enc.SetSortMapKeys(false)
+		enc.UseArrayEncodedStructs(true)
+		enc.SetCustomStructTag("json")
+		msgpack.PutEncoder(enc)
+		dec := msgpack.GetDecoder()
+		dec.Reset(nil)
+		dec.DisallowUnknownFields(false)
+		dec.SetCustomStructTag("json")
+		dec.UseLooseInterfaceDecoding(true)
+		msgpack.PutDecoder(dec)
+
+		got, err := EncodeValue(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("EncodeValue after a pooled encoder was reconfigured:\n got %x\nwant %x", got, want)
+		}
+		if b, err := DecodeBody(KindQueuePaused, unknown); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("DecodeBody of an unknown field after a pooled decoder was reconfigured = %v, %v; want ErrCorrupt", b, err)
+		}
+		var back map[string]any
+		if err := DecodeValue(want, &back); err != nil {
+			t.Fatal(err)
+		}
+		if n, ok := back["b"].(int8); !ok || n != 1 {
+			t.Fatalf("DecodeValue after a pooled decoder was reconfigured: b = %#v, want int8(1)", back["b"])
+		}
+	}
+}
