@@ -127,6 +127,8 @@ type Machine struct {
 	// miss them before the terminal index serves them (RL-1).
 	recent     map[string]recentWorkflow
 	recentIdem map[string]recentIdem
+	// queueBuf is queues' result, reused by every Dispatch.
+	queueBuf []string
 }
 
 type recentWorkflow struct {
@@ -326,8 +328,10 @@ func (m *Machine) promote(now time.Time) {
 }
 
 // queues returns the queues with ready work in serving order.
+//
+// The result is valid until the next call.
 func (m *Machine) queues() []string {
-	var out []string
+	out := m.queueBuf[:0]
 	for _, q := range m.cfg.QueueOrder {
 		if !slices.Contains(out, q) {
 			out = append(out, q)
@@ -340,6 +344,7 @@ func (m *Machine) queues() []string {
 		}
 	}
 	slices.Sort(out[n:])
+	m.queueBuf = out
 	return out
 }
 
