@@ -38,6 +38,19 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // throughout the format.
 func Checksum(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
 
+// logKeySum is Checksum(LogKey(seq)), computed over a key on the stack: a
+// slice handed to crc32 escapes to the heap, and every record written or
+// read starts its crc here.
+func logKeySum(seq uint64) uint32 {
+	var key [LogKeyBytes]byte
+	AppendLogKey(key[:0], seq)
+	crc := ^uint32(0)
+	for _, b := range key {
+		crc = castagnoli[byte(crc)^b] ^ crc>>8
+	}
+	return ^crc
+}
+
 // AppendLogKey appends the log key of seq to dst.
 func AppendLogKey(dst []byte, seq uint64) []byte {
 	dst = append(dst, LogKeyPrefix...)
@@ -125,8 +138,7 @@ func AppendEnvelope(dst []byte, seq uint64, prevSum uint32, at int64, p Prepared
 	dst = append(dst, p.Stream...)
 	dst = binary.AppendUvarint(dst, uint64(len(p.Payload)))
 	dst = append(dst, p.Payload...)
-	var key [LogKeyBytes]byte
-	crc := crc32.Update(Checksum(AppendLogKey(key[:0], seq)), castagnoli, dst[start:])
+	crc := crc32.Update(logKeySum(seq), castagnoli, dst[start:])
 	dst = binary.BigEndian.AppendUint32(dst, crc)
 	return dst, crc
 }
@@ -156,8 +168,7 @@ func ParseEnvelope(seq uint64, val []byte, recordBytesMax int) (Envelope, error)
 	}
 	body := val[:len(val)-4]
 	want := binary.BigEndian.Uint32(val[len(val)-4:])
-	var key [LogKeyBytes]byte
-	if got := crc32.Update(Checksum(AppendLogKey(key[:0], seq)), castagnoli, body); got != want {
+	if got := crc32.Update(logKeySum(seq), castagnoli, body); got != want {
 		return Envelope{}, corrupt("checksum", seq, "", fmt.Errorf("crc %08x, stored %08x", got, want))
 	}
 	if m := binary.BigEndian.Uint16(body[0:2]); m != Magic {

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"pgregory.net/rapid"
 )
 
 const goldenEngineID = "01J9Z3W8Q5B6X4T2N7M0K1R8HC"
@@ -268,4 +270,14 @@ func TestLogKey(t *testing.T) {
 			t.Errorf("ParseLogKey(%q) accepted", bad)
 		}
 	}
+}
+
+// logKeySum is the checksum of the log key, for any seq.
+func TestLogKeySum(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		seq := rapid.Uint64().Draw(t, "seq")
+		if got, want := logKeySum(seq), Checksum(LogKey(seq)); got != want {
+			t.Fatalf("logKeySum(%d) = %08x, Checksum(LogKey) = %08x", seq, got, want)
+		}
+	})
 }
