@@ -309,26 +309,13 @@ func TestDL41_SD24_CoordinatorReleasesAtTheOwnerCutoff(t *testing.T) {
 	if o := outcome(r); o.Scope != "timed_out" || o.Cleanup != api.CodeScopeCleanupTimedOut || o.Execution != "returned" {
 		t.Fatalf("audit of the revoked attempt %+v", *o)
 	}
-	order := []struct {
-		what  string
-		match func(journalRecord) bool
-		at    time.Duration
-	}{
+	wantInOrder(t, recs, []orderedRecord{
 		{"shutdown_force_requested", isKind(record.KindShutdownForceRequested), 5 * time.Second},
 		{"phase 3 started", phaseStarted("force"), 5 * time.Second},
 		{"attempt_released", settledJob(id), 6 * time.Second},
 		{"phase 3 finished", phaseFinished("force"), ms(6500)},
 		{"phase 4 started", phaseStarted("close_evidence"), ms(6500)},
-	}
-	last := -1
-	for _, o := range order {
-		i := indexOf(recs, o.match)
-		if i <= last {
-			t.Fatalf("SD-24: %s at position %d, after position %d", o.what, i, last)
-		}
-		wantAppendedAt(t, o.what, recs[i], o.at)
-		last = i
-	}
+	})
 	if f := recs[indexOf(recs, phaseFinished("force"))].Body.(*record.ShutdownPhaseFinished); f.Forced != "completed" {
 		t.Fatalf("phase 3 %+v", f)
 	}
@@ -413,25 +400,12 @@ func wantRevokedRelease(b *testBundle, id string, at, joined time.Duration, scop
 	if rel := r.Body.(*record.AttemptReleased); rel.AvailableAt != t0.Add(at).UnixNano() {
 		t.Fatalf("released at t0%+v, want t0%+v", time.Unix(0, rel.AvailableAt).Sub(t0), at)
 	}
-	order := []struct {
-		what  string
-		match func(journalRecord) bool
-		at    time.Duration
-	}{
+	wantInOrder(t, recs, []orderedRecord{
 		{"phase 3 started", phaseStarted("force"), 5 * time.Second},
 		{"attempt_released", settledJob(id), at},
 		{"phase 3 finished", phaseFinished("force"), joined},
 		{"phase 4 started", phaseStarted("close_evidence"), joined},
-	}
-	last := -1
-	for _, o := range order {
-		i := indexOf(recs, o.match)
-		if i <= last {
-			t.Fatalf("SD-24: %s at position %d, after position %d", o.what, i, last)
-		}
-		wantAppendedAt(t, o.what, recs[i], o.at)
-		last = i
-	}
+	})
 	if j := b.status(id); j.Status != api.JobPending || j.Consumed != 0 {
 		t.Fatalf("DL-6: the released job %+v", j)
 	}
@@ -499,4 +473,27 @@ func TestDL30_DL41_RevokedWindowEndsAtH(t *testing.T) {
 	wantForcedCompleted(t, b, <-res)
 	b.open()
 	wantRevokedRelease(b, id, ms(6040), ms(6500), "timed_out", api.CodeScopeCleanupTimedOut)
+}
+
+// orderedRecord is one record wantInOrder looks for: what names it,
+// match finds it, at is when it must have been appended.
+type orderedRecord struct {
+	what  string
+	match func(journalRecord) bool
+	at    time.Duration
+}
+
+// wantInOrder checks that each record of order is in recs, after the one
+// before it, appended at its instant (SD-24).
+func wantInOrder(t *testing.T, recs []journalRecord, order []orderedRecord) {
+	t.Helper()
+	last := -1
+	for _, o := range order {
+		i := indexOf(recs, o.match)
+		if i <= last {
+			t.Fatalf("SD-24: %s at position %d, after position %d", o.what, i, last)
+		}
+		wantAppendedAt(t, o.what, recs[i], o.at)
+		last = i
+	}
 }
