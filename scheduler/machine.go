@@ -193,6 +193,9 @@ func (m *Machine) NextSeq() uint64 { return m.nextSeq }
 // this run.
 func (m *Machine) Inflight() int { return m.inflight }
 
+// SlotFree reports whether a worker slot is free for a start.
+func (m *Machine) SlotFree() bool { return m.inflight < m.cfg.Workers }
+
 // emit assigns the next seq to a record, applies it to the state and
 // maintains the index. A record the state refuses is a programming error
 // in the machine: it panics rather than append something replay rejects.

@@ -98,12 +98,21 @@ type handlerDone struct {
 type batch struct {
 	d       Decision
 	replies []chan error
+	// holdUntil is the instant of the start the batch waits for, once
+	// held (holdFor).
+	holdUntil time.Time
 }
 
 type ack struct {
 	b   *batch
 	err error
+	// took is how long the append took on the clock.
+	took time.Duration
 }
+
+// holdMax bounds the commit estimate, and so the longest a batch is held
+// for a start (holdFor).
+const holdMax = time.Millisecond
 
 type op struct {
 	fn   func(m *Machine, now time.Time) (Decision, error)
@@ -185,6 +194,7 @@ type Runner struct {
 	compactAt  int // heap size at which compactEvents next runs
 	timer      clock.Timer
 	timerAt    time.Time
+	commitEst  time.Duration // moving average of an append's duration (holdFor)
 	dispatch   bool
 	lastSnap   uint64
 	snapSeq    uint64                        // seq of a snapshot waiting for its acknowledgement
@@ -345,8 +355,9 @@ func (r *Runner) Done() <-chan struct{} { return r.loopDone }
 
 func (r *Runner) commit() {
 	for b := range r.commitCh {
+		t := r.cfg.Clock.Now()
 		_, err := r.cfg.Appender.Append(context.Background(), b.d.Index, b.d.Records...)
-		r.acks <- ack{b: b, err: err}
+		r.acks <- ack{b: b, err: err, took: r.cfg.Clock.Now().Sub(t)}
 	}
 }
 
@@ -597,15 +608,69 @@ func (r *Runner) checkDrained() {
 // flush hands the oldest pending batch to the committer unless a batch is
 // being committed.
 func (r *Runner) flush() {
-	if r.committing == nil && len(r.pending) > 0 {
-		r.committing = r.pending[0]
-		r.pending = r.pending[1:]
-		r.commitCh <- r.committing
+	if r.committing != nil || len(r.pending) == 0 || r.holdFor(r.pending[0]) {
+		return
 	}
+	r.committing = r.pending[0]
+	r.pending = r.pending[1:]
+	r.commitCh <- r.committing
+}
+
+// holdFor reports whether b, next to commit, waits for a start that comes
+// due sooner than an append takes.
+//
+// Appended now, b would still be committing when the start came due, and
+// the start's attempt_started, which must be synced before its handler
+// runs (DL-7), would wait for the rest of b's commit and then its own. A
+// job delayed to an instant would start up to two commits late whenever
+// other work is appended just before it. Held until the start is decided,
+// b goes in the same append and the start pays one commit. b's own callers
+// wait for less than the commit estimate, which is what the start saves.
+//
+// A batch is held only while attempts can start (dispatch on, a worker
+// slot free), and until that one instant at most: the loop's timer wakes
+// it then (arm), and if the start did not come (its job left, its queue
+// paused), b goes.
+func (r *Runner) holdFor(b *batch) bool {
+	if len(b.d.Starts) > 0 || !r.dispatch || r.runtime.IsCancelled() || !r.m.SlotFree() {
+		return false
+	}
+	now := r.cfg.Clock.Now()
+	if !b.holdUntil.IsZero() {
+		return now.Before(b.holdUntil)
+	}
+	if r.commitEst <= 0 {
+		return false
+	}
+	next, ok := r.m.NextTimer()
+	if !ok {
+		return false
+	}
+	wait := next.Sub(now)
+	if wait >= r.commitEst {
+		return false
+	}
+	// Counted from now, not set to next: with the system clock, now
+	// carries the monotonic reading, so a step of the wall clock during
+	// the hold neither shortens nor stretches it.
+	b.holdUntil = now.Add(wait)
+	return true
+}
+
+// noteCommit folds one append's duration into the commit estimate, a
+// moving average over about the last eight appends, capped at holdMax.
+func (r *Runner) noteCommit(took time.Duration) {
+	if r.commitEst == 0 {
+		r.commitEst = took
+	} else {
+		r.commitEst += (took - r.commitEst) / 8
+	}
+	r.commitEst = min(max(r.commitEst, 0), holdMax)
 }
 
 func (r *Runner) acked(a ack) bool {
 	r.committing = nil
+	r.noteCommit(a.took)
 	if a.err != nil {
 		r.mu.Lock()
 		r.fatal = a.err
@@ -740,6 +805,11 @@ func (r *Runner) arm(now time.Time) {
 		e := time.Unix(0, r.events[0].at)
 		if !ok || e.Before(next) {
 			next, ok = e, true
+		}
+	}
+	if len(r.pending) > 0 && r.committing == nil {
+		if h := r.pending[0].holdUntil; !h.IsZero() && (!ok || h.Before(next)) {
+			next, ok = h, true
 		}
 	}
 	if !ok {

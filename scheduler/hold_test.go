@@ -1,0 +1,192 @@
+package scheduler
+
+import (
+	"context"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quire-dev/quire/clock/clocktest"
+	"github.com/quire-dev/quire/journal/record"
+	"github.com/quire-dev/quire/replay"
+)
+
+// commitTook is how long each append of a timedAppender takes.
+const commitTook = 200 * time.Microsecond
+
+// timedAppender acknowledges every append after moving its clock by
+// commitTook, as a synced commit takes time, and keeps the records of each
+// append apart.
+type timedAppender struct {
+	clk *clocktest.Clock
+
+	mu      sync.Mutex
+	appends [][]record.Record
+}
+
+func (a *timedAppender) Append(_ context.Context, _ []IndexEntry, recs ...record.Record) ([]uint64, error) {
+	a.clk.Advance(commitTook)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.appends = append(a.appends, slices.Clone(recs))
+	seqs := make([]uint64, len(recs))
+	for i, r := range recs {
+		seqs[i] = r.Seq
+	}
+	return seqs, nil
+}
+
+// kinds returns the record kinds of each append, in order.
+func (a *timedAppender) kinds() [][]string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([][]string, len(a.appends))
+	for i, recs := range a.appends {
+		for _, r := range recs {
+			out[i] = append(out[i], r.Kind().String())
+		}
+	}
+	return out
+}
+
+// holdBundle is a dispatching Runner over a timedAppender whose attempts
+// run until the runner stops, with one job, "A", delayed by a second. Its
+// commit estimate is commitTook once the setup's appends are acknowledged.
+type holdBundle struct {
+	clk *clocktest.Clock
+	app *timedAppender
+	r   *Runner
+	due time.Time // A's available instant
+}
+
+func newHoldBundle(t *testing.T) *holdBundle {
+	t.Helper()
+	b := &holdBundle{clk: clocktest.New(t0)}
+	b.app = &timedAppender{clk: b.clk}
+	ids := 0
+	m := NewMachine(Config{
+		Workers: 4, DeliveryTimeout: deliveryTimeout,
+		NewIDFunc: func(prefix string, _ time.Time) string { ids++; return prefix + strconv.Itoa(ids) },
+	}, replay.New())
+	b.r = NewRunner(RunnerConfig{
+		Clock: b.clk, Appender: b.app,
+		Execute: func(ctx context.Context, _ *Attempt) Result { <-ctx.Done(); return Result{} },
+	}, m)
+	b.r.Start()
+	t.Cleanup(func() { b.r.Stop(context.Background()) })
+	ctx := context.Background()
+	if err := b.r.Submit(ctx, func(m *Machine, now time.Time) (Decision, error) {
+		d, _ := m.Recover(now, "run_1", "test")
+		return d, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.r.SetDispatch(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	b.enqueue(t, time.Second)
+	if err := b.r.call(ctx, func(time.Time) {
+		if b.r.commitEst != commitTook {
+			t.Errorf("commit estimate %v after appends of %v each", b.r.commitEst, commitTook)
+		}
+		b.due, _ = b.r.m.NextTimer()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func (b *holdBundle) enqueue(t *testing.T, delay time.Duration) {
+	t.Helper()
+	if err := b.r.Submit(context.Background(), func(m *Machine, now time.Time) (Decision, error) {
+		d, _ := m.Enqueue(now, EnqueueRequest{Handler: "h", Queue: "default", Delay: delay, Retry: defaultRetry, Payload: []byte{0x80}})
+		return d, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// submitHeld submits fn from another goroutine and returns once the runner
+// holds its batch. It fails the test if the batch is appended first.
+func (b *holdBundle) submitHeld(t *testing.T, fn func(m *Machine, now time.Time) (Decision, error)) (done chan error) {
+	t.Helper()
+	done = make(chan error, 1)
+	go func() { done <- b.r.Submit(context.Background(), fn) }()
+	for {
+		held := false
+		if err := b.r.call(context.Background(), func(time.Time) {
+			held = len(b.r.pending) > 0 && !b.r.pending[0].holdUntil.IsZero()
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if held {
+			return done
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the batch was appended at once (err %v); appends %v", err, b.app.kinds())
+		default:
+		}
+		runtime.Gosched()
+	}
+}
+
+// A batch decided shortly before a start comes due, sooner than an append
+// takes, waits for the start and goes in the same append: the start's
+// attempt_started (DL-7) does not wait for a commit of other work first.
+func TestHoldBatchForStartDueWithinACommit(t *testing.T) {
+	b := newHoldBundle(t)
+	b.clk.Set(b.due.Add(-commitTook / 4))
+	done := b.submitHeld(t, func(m *Machine, now time.Time) (Decision, error) {
+		d, _ := m.Enqueue(now, EnqueueRequest{Handler: "h", Queue: "default", Delay: time.Hour, Retry: defaultRetry, Payload: []byte{0x80}})
+		return d, nil
+	})
+	b.clk.Advance(commitTook / 4) // A comes due
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	kinds := b.app.kinds()
+	last := kinds[len(kinds)-1]
+	if !slices.Equal(last, []string{"job_enqueued", "attempt_started"}) {
+		t.Fatalf("last append %v, want the held job_enqueued with A's attempt_started; appends %v", last, kinds)
+	}
+}
+
+// A start due later than an append takes does not hold anything: the batch
+// is appended at once, alone.
+func TestNoHoldForStartDueBeyondACommit(t *testing.T) {
+	b := newHoldBundle(t)
+	b.clk.Set(b.due.Add(-2 * commitTook))
+	n := len(b.app.kinds())
+	b.enqueue(t, time.Hour) // returns: it was not held
+	kinds := b.app.kinds()
+	if len(kinds) != n+1 || !slices.Equal(kinds[n], []string{"job_enqueued"}) {
+		t.Fatalf("appends after the enqueue %v, want one more holding job_enqueued alone", kinds)
+	}
+}
+
+// A held batch goes when the start's instant passes even if no start
+// comes: here the batch pauses A's queue, so A does not start.
+func TestHeldBatchGoesWhenTheStartDoesNotCome(t *testing.T) {
+	b := newHoldBundle(t)
+	b.clk.Set(b.due.Add(-commitTook / 4))
+	done := b.submitHeld(t, func(m *Machine, now time.Time) (Decision, error) {
+		return m.PauseQueue("default"), nil
+	})
+	b.clk.Advance(commitTook / 4)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	kinds := b.app.kinds()
+	if last := kinds[len(kinds)-1]; !slices.Equal(last, []string{"queue_paused"}) {
+		t.Fatalf("last append %v, want queue_paused alone; appends %v", last, kinds)
+	}
+	for _, k := range kinds {
+		if slices.Contains(k, "attempt_started") {
+			t.Fatalf("an attempt started on the paused queue: appends %v", kinds)
+		}
+	}
+}
