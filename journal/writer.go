@@ -41,7 +41,11 @@ type IndexEntry struct {
 // request is one append waiting for its group's commit. Whoever commits
 // sets first and err and signals done (buffered, so it never blocks).
 type request struct {
-	recs  []record.Prepared
+	recs []record.Prepared
+	// buf holds the encoded bodies of recs, whose Payloads alias it. They
+	// are copied into the group's batch when r joins it, so buf is reused
+	// from one request to the next.
+	buf   []byte
 	index []IndexEntry
 	bytes int // envelope and index bytes, as GroupBytesMax counts them
 
@@ -50,6 +54,9 @@ type request struct {
 	done  chan struct{}
 }
 
+// requestBufMax bounds the body buffer a recycled request keeps.
+const requestBufMax = 64 << 10
+
 var requestPool = sync.Pool{New: func() any { return &request{done: make(chan struct{}, 1)} }}
 
 // putRequest recycles r. Only a caller that received r.done may call it:
@@ -57,6 +64,10 @@ var requestPool = sync.Pool{New: func() any { return &request{done: make(chan st
 func putRequest(r *request) {
 	clear(r.recs)
 	r.recs = r.recs[:0]
+	r.buf = r.buf[:0]
+	if cap(r.buf) > requestBufMax {
+		r.buf = nil // a large append's buffer is not kept for every later one
+	}
 	r.index, r.err, r.first, r.bytes = nil, nil, 0, 0
 	requestPool.Put(r)
 }
@@ -121,7 +132,8 @@ func (j *Journal) AppendIndexed(ctx context.Context, index []IndexEntry, recs ..
 	r := requestPool.Get().(*request)
 	size := 0
 	for i, rec := range recs {
-		p, err := record.Prepare(rec, j.opts.RecordBytesMax)
+		p, buf, err := record.PrepareAppend(r.buf, rec, j.opts.RecordBytesMax)
+		r.buf = buf
 		if err != nil {
 			putRequest(r)
 			return nil, fmt.Errorf("journal: append record %d of %d (stream %q): %w", i+1, len(recs), rec.Stream, err)

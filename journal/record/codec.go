@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"reflect"
+	"slices"
 
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -23,6 +24,23 @@ func EncodeBody(b Body) ([]byte, error) {
 		return a.appendBody(make([]byte, 0, a.bodyBytesMax())), nil
 	}
 	return encodeReflect(b)
+}
+
+// AppendBody appends the encoding of b, the bytes [EncodeBody] returns,
+// to dst and returns the extended buffer. On an error dst is returned as
+// it was.
+func AppendBody(dst []byte, b Body) ([]byte, error) {
+	if a, ok := b.(bodyAppender); ok && !reflect.ValueOf(a).IsNil() {
+		return a.appendBody(slices.Grow(dst, a.bodyBytesMax())), nil
+	}
+	enc, err := encodeReflect(b)
+	if err != nil {
+		return dst, err
+	}
+	if cap(dst) == 0 {
+		return enc, nil
+	}
+	return append(dst, enc...), nil
 }
 
 // encodeReflect is EncodeBody through msgpack's reflection encoder: the

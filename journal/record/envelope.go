@@ -100,26 +100,37 @@ func ValidateStream(id string) error {
 // result is refused with an error wrapping [ErrInvalid] or [ErrTooLarge] if
 // its envelope would exceed recordBytesMax.
 func Prepare(r Record, recordBytesMax int) (Prepared, error) {
+	p, _, err := PrepareAppend(nil, r, recordBytesMax)
+	return p, err
+}
+
+// PrepareAppend is [Prepare] with the body encoded at the end of buf,
+// which it returns extended (as it was on an error). The Prepared's
+// Payload is the new tail of buf: a caller that prepares several records
+// into one buffer it reuses allocates nothing per record once the buffer
+// has grown, and must not reuse buf while a Payload is still needed.
+func PrepareAppend(buf []byte, r Record, recordBytesMax int) (Prepared, []byte, error) {
 	if r.Body == nil || reflect.ValueOf(r.Body).IsNil() {
-		return Prepared{}, fmt.Errorf("%w: record for stream %.32q has no body", ErrInvalid, r.Stream)
+		return Prepared{}, buf, fmt.Errorf("%w: record for stream %.32q has no body", ErrInvalid, r.Stream)
 	}
 	k := r.Body.Kind()
 	if err := ValidateStream(r.Stream); err != nil {
-		return Prepared{}, fmt.Errorf("%s record: %w", k, err)
+		return Prepared{}, buf, fmt.Errorf("%s record: %w", k, err)
 	}
 	if !k.Known() {
-		return Prepared{}, fmt.Errorf("%w: record for stream %q has unknown kind %d", ErrInvalid, r.Stream, k)
+		return Prepared{}, buf, fmt.Errorf("%w: record for stream %q has unknown kind %d", ErrInvalid, r.Stream, k)
 	}
-	payload, err := EncodeBody(r.Body)
+	n := len(buf)
+	out, err := AppendBody(buf, r.Body)
 	if err != nil {
-		return Prepared{}, err
+		return Prepared{}, buf, err
 	}
-	p := Prepared{Kind: k, Stream: r.Stream, Payload: payload}
-	if n := p.Size(); n > recordBytesMax {
-		return Prepared{}, fmt.Errorf("%w: %s record for stream %q is %d bytes, limit %d",
-			ErrTooLarge, k, r.Stream, n, recordBytesMax)
+	p := Prepared{Kind: k, Stream: r.Stream, Payload: out[n:len(out):len(out)]}
+	if size := p.Size(); size > recordBytesMax {
+		return Prepared{}, buf, fmt.Errorf("%w: %s record for stream %q is %d bytes, limit %d",
+			ErrTooLarge, k, r.Stream, size, recordBytesMax)
 	}
-	return p, nil
+	return p, out, nil
 }
 
 // AppendEnvelope appends the envelope of p at seq to dst and returns the

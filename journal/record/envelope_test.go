@@ -281,3 +281,60 @@ func TestLogKeySum(t *testing.T) {
 		}
 	})
 }
+
+// TestPrepareAppendMatchesPrepare: PrepareAppend gives Prepare's result
+// with the payload as the new tail of the buffer, and leaves the bytes
+// already in it alone. A refused record leaves the buffer as it was.
+func TestPrepareAppendMatchesPrepare(t *testing.T) {
+	t.Parallel()
+	rapid.Check(t, func(t *rapid.T) {
+		k := rapid.SampledFrom(Kinds()).Draw(t, "kind")
+		in := genRecord(t, k)
+		prefix := rapid.SliceOfN(rapid.Byte(), 0, 64).Draw(t, "buf")
+		extra := rapid.IntRange(0, 512).Draw(t, "spare_cap")
+		buf := append(make([]byte, 0, len(prefix)+extra), prefix...)
+
+		want, werr := Prepare(in, RecordBytesMaxDefault)
+		got, out, err := PrepareAppend(buf, in, RecordBytesMaxDefault)
+		if (err == nil) != (werr == nil) {
+			t.Fatalf("PrepareAppend error %v, Prepare error %v", err, werr)
+		}
+		if err != nil {
+			if !bytes.Equal(out, prefix) {
+				t.Fatalf("refused record changed the buffer: %x, was %x", out, prefix)
+			}
+			return
+		}
+		if got.Kind != want.Kind || got.Stream != want.Stream || !bytes.Equal(got.Payload, want.Payload) {
+			t.Fatalf("PrepareAppend %v %q %x, Prepare %v %q %x", got.Kind, got.Stream, got.Payload, want.Kind, want.Stream, want.Payload)
+		}
+		if !bytes.Equal(out[:len(prefix)], prefix) || !bytes.Equal(out[len(prefix):], got.Payload) {
+			t.Fatalf("buffer %x, want %x then the payload %x", out, prefix, got.Payload)
+		}
+		if cap(got.Payload) != len(got.Payload) {
+			t.Fatalf("payload has %d spare bytes of capacity: an append to it would write into the buffer", cap(got.Payload)-len(got.Payload))
+		}
+	})
+	r := Record{Stream: "job_a", Body: &JobEnqueued{Payload: make([]byte, 2000)}}
+	buf := []byte{1, 2, 3}
+	if _, out, err := PrepareAppend(buf, r, 1024); !errors.Is(err, ErrTooLarge) || !bytes.Equal(out, []byte{1, 2, 3}) {
+		t.Fatalf("oversized record: err %v, buffer %x", err, out)
+	}
+}
+
+// A buffer reused for the records of one append after another, as the
+// journal does, allocates nothing for a hand-encoded kind once it has
+// grown.
+func TestPrepareAppendReusedBufferAllocatesNothing(t *testing.T) {
+	r := Record{Stream: "job_a", Body: &AttemptSucceeded{Outcome: Outcome{JobID: "job_a", Token: 7}}}
+	buf := make([]byte, 0, 1024)
+	allocs := testing.AllocsPerRun(100, func() {
+		var err error
+		if _, buf, err = PrepareAppend(buf[:0], r, RecordBytesMaxDefault); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per record into a reused buffer, want 0", allocs)
+	}
+}
