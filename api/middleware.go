@@ -231,6 +231,13 @@ func (e *Engine) plan(h *handlerEntry, queue string) plan {
 	return p
 }
 
+// stopped is the result of a pipeline that did not start its next stage
+// because the cooperative deadline passed (DL-20).
+func stopped() scheduler.Result {
+	return scheduler.Result{Failure: &scheduler.Failure{Code: CodeDeliveryInterrupted,
+		Message: "pipeline stopped at its cooperative deadline"}}
+}
+
 // errNotRegistered fails the handler resolution stage.
 var errNotRegistered = errors.New("handler is not registered")
 
@@ -251,8 +258,6 @@ func (e *Engine) run(ctx context.Context, a *scheduler.Attempt) scheduler.Result
 		out     []byte
 		entered []int // ledger index of each entered middleware, in entry order
 	)
-	stopped := scheduler.Result{Failure: &scheduler.Failure{Code: CodeDeliveryInterrupted,
-		Message: "pipeline stopped at its cooperative deadline"}}
 	if len(p.mw) > MiddlewareMax || len(p.guards) > GuardsMax {
 		// Validation at Open and Handle makes this unreachable.
 		primary = Permanent("MIDDLEWARE_LIMIT", checkPlanSize("", len(p.mw), len(p.guards)))
@@ -260,7 +265,7 @@ func (e *Engine) run(ctx context.Context, a *scheduler.Attempt) scheduler.Result
 	}
 	for _, mw := range p.mw {
 		if !a.Proceed() {
-			return stopped
+			return stopped()
 		}
 		if err, st := callBefore(ctx, mw, d); err != nil {
 			primary, stack = err, st
@@ -271,7 +276,7 @@ func (e *Engine) run(ctx context.Context, a *scheduler.Attempt) scheduler.Result
 	if primary == nil {
 		for _, g := range p.guards {
 			if !a.Proceed() {
-				return stopped
+				return stopped()
 			}
 			if err, st := callGuard(ctx, g, d); err != nil {
 				primary, stack = err, st
@@ -281,7 +286,7 @@ func (e *Engine) run(ctx context.Context, a *scheduler.Attempt) scheduler.Result
 	}
 	if primary == nil {
 		if !a.Proceed() {
-			return stopped
+			return stopped()
 		}
 		switch {
 		case h == nil:
@@ -295,7 +300,7 @@ func (e *Engine) run(ctx context.Context, a *scheduler.Attempt) scheduler.Result
 				break
 			}
 			if !a.Proceed() {
-				return stopped
+				return stopped()
 			}
 			out, primary, stack = callHandler(func() ([]byte, error) { return h.invoke(ctx, d, in) })
 		default:
@@ -304,7 +309,7 @@ func (e *Engine) run(ctx context.Context, a *scheduler.Attempt) scheduler.Result
 	}
 	for k := len(entered) - 1; k >= 0; k-- {
 		if !a.Proceed() {
-			return stopped
+			return stopped()
 		}
 		i := entered[k]
 		a.SetExit(i, scheduler.ExitRunning)

@@ -14,6 +14,7 @@ import (
 type attemptContext struct {
 	context.Context
 	deadline atomic.Pointer[time.Time]
+	first    time.Time // the deadline at creation, which deadline points to
 }
 
 // Deadline returns the current deadline. Contexts derived from it copy
@@ -34,8 +35,16 @@ func (c *attemptContext) lower(d time.Time) {
 }
 
 func newAttemptContext(parent context.Context, deadline time.Time) (*attemptContext, context.CancelCauseFunc) {
+	c := new(attemptContext)
+	return c, c.init(parent, deadline)
+}
+
+// init makes c a context under parent with the given deadline, in place,
+// and returns its cancel func.
+func (c *attemptContext) init(parent context.Context, deadline time.Time) context.CancelCauseFunc {
 	ctx, cancel := context.WithCancelCause(parent)
-	c := &attemptContext{Context: ctx}
-	c.deadline.Store(&deadline)
-	return c, cancel
+	c.Context = ctx
+	c.first = deadline
+	c.deadline.Store(&c.first)
+	return cancel
 }

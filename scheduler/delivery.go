@@ -253,11 +253,19 @@ type Attempt struct {
 	frozen bool
 	ledger []ledgerEntry
 	values map[string]any
+
+	// The context, signal and scope, allocated with the attempt.
+	ctxv   attemptContext
+	sigv   Signal
+	scopev Scope
 }
 
-func newAttempt(st Start, clk clock.Clock, deadline time.Time) *Attempt {
-	ctx, cancel := newAttemptContext(context.Background(), deadline)
-	return &Attempt{Start: st, ctx: ctx, sig: newSignal(cancel), clk: clk, scope: &Scope{}}
+// init sets up a zero Attempt in place; its owner holds it ([attempt]).
+func (a *Attempt) init(st Start, clk clock.Clock, deadline time.Time) {
+	a.Start, a.clk = st, clk
+	cancel := a.ctxv.init(context.Background(), deadline)
+	a.sigv.done, a.sigv.cancel = make(chan struct{}), cancel
+	a.ctx, a.sig, a.scope = &a.ctxv, &a.sigv, &a.scopev
 }
 
 // Context returns the context handed to the pipeline: cancelled with a

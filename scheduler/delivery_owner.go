@@ -45,6 +45,7 @@ const (
 // loop, outside the execution goroutine, from launch to settlement.
 type attempt struct {
 	att    *Attempt
+	attv   Attempt // what att points to, allocated with its owner
 	budget deadlines.Budget
 	phase  phase
 	// c is the cooperative deadline, set once a reason is recorded; it only
@@ -273,8 +274,10 @@ func (r *Runner) tokens() []uint64 {
 func (r *Runner) launch(st Start) {
 	now := r.cfg.Clock.Now()
 	b := deadlines.Budget{S: st.S, H: st.H, P: st.P}.CapRoot(r.root)
-	att := newAttempt(st, r.cfg.Clock, b.HandlerDeadline(r.root))
-	a := &attempt{att: att, budget: b, phase: phaseRunning}
+	a := &attempt{budget: b, phase: phaseRunning}
+	a.attv.init(st, r.cfg.Clock, b.HandlerDeadline(r.root))
+	att := &a.attv
+	a.att = att
 	r.attempts[st.Token] = a
 	if reason, at, ok := r.runtime.Reason(); ok {
 		att.sig.record(reason, at) // DL-17: inherited from the runtime
