@@ -302,29 +302,32 @@ func (r *Runner) launch(st Start) {
 		r.startCleanup(a, now, CauseExecutionCancelled)
 		return
 	}
-	tok := st.Token
 	r.execWG.Add(1)
-	r.execs.run(func() {
-		var res Result
-		ended := false
-		defer func() {
-			if p := recover(); p != nil {
-				res = Result{Failure: &Failure{Code: CodeHandlerPanicked, Message: fmt.Sprint(p), Stack: string(debug.Stack())}}
-			} else if !ended {
-				res = Result{Failure: &Failure{Code: CodeHandlerExited, Message: "the execution goroutine exited without returning"}}
-			}
-			att.returned.Store(true)
-			res.Token = tok
-			r.execWG.Done()
-			select {
-			case r.results <- res:
-			case <-r.loopDone:
-			}
-		}()
-		res = r.cfg.Execute(att.ctx, att)
-		ended = true
-	})
+	r.execs.run(att)
 	r.schedule(a)
+}
+
+// execute runs att's pipeline on an execution goroutine and hands its
+// result to the loop.
+func (r *Runner) execute(att *Attempt) {
+	var res Result
+	ended := false
+	defer func() {
+		if p := recover(); p != nil {
+			res = Result{Failure: &Failure{Code: CodeHandlerPanicked, Message: fmt.Sprint(p), Stack: string(debug.Stack())}}
+		} else if !ended {
+			res = Result{Failure: &Failure{Code: CodeHandlerExited, Message: "the execution goroutine exited without returning"}}
+		}
+		att.returned.Store(true)
+		res.Token = att.Token
+		r.execWG.Done()
+		select {
+		case r.results <- res:
+		case <-r.loopDone:
+		}
+	}()
+	res = r.cfg.Execute(att.ctx, att)
+	ended = true
 }
 
 // interrupted is the outcome of an attempt abandoned at C (DL-23): a

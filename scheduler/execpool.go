@@ -12,34 +12,41 @@ package scheduler
 // Workers, plus abandoned ones that returned late), each holding a 32 KiB
 // stack. They exit when the runner's loop ends; one still running user code
 // exits when that returns.
-type execPool struct {
-	work chan func() // unbuffered: a send succeeds only into a parked goroutine
+//
+// The pool hands each goroutine a value of T to run exec on, rather than a
+// closure, so that handing over an execution allocates nothing.
+type execPool[T any] struct {
+	work chan T // unbuffered: a send succeeds only into a parked goroutine
 	done <-chan struct{}
+	exec func(T)
 }
 
-// run starts fn on a parked goroutine, or on a new one if none is parked.
-// fn must not block on the runner's loop after it ended (executions select
-// on loopDone).
-func (p *execPool) run(fn func()) {
+func newExecPool[T any](done <-chan struct{}, exec func(T)) *execPool[T] {
+	return &execPool[T]{work: make(chan T), done: done, exec: exec}
+}
+
+// run starts exec(v) on a parked goroutine, or on a new one if none is
+// parked. exec must not block on the runner's loop after it ended.
+func (p *execPool[T]) run(v T) {
 	select {
-	case p.work <- fn:
+	case p.work <- v:
 	default:
-		go p.serve(fn)
+		go p.serve(v)
 	}
 }
 
-// serve runs fn, then whatever it is handed next, until the loop ends. An
-// fn that calls runtime.Goexit ends its goroutine; the pool starts another
-// when it next finds none parked.
-func (p *execPool) serve(fn func()) {
+// serve runs exec(v), then exec of whatever it is handed next, until the
+// loop ends. An exec that calls runtime.Goexit ends its goroutine; the
+// pool starts another when it next finds none parked.
+func (p *execPool[T]) serve(v T) {
 	// The frame of serve holds execStackKept bytes, so a parked goroutine
 	// always uses over a quarter of its stack.
 	var pad [execStackKept]byte
 	keepStack(&pad)
 	for {
-		fn()
+		p.exec(v)
 		select {
-		case fn = <-p.work:
+		case v = <-p.work:
 		case <-p.done:
 			return
 		}

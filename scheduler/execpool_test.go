@@ -20,12 +20,12 @@ func goid() uint64 {
 // serving counts goroutines parked in or running execPool.serve.
 func serving() int {
 	buf := make([]byte, 1<<20)
-	return bytes.Count(buf[:runtime.Stack(buf, true)], []byte("(*execPool).serve"))
+	return bytes.Count(buf[:runtime.Stack(buf, true)], []byte("(*execPool[...]).serve"))
 }
 
 func TestExecPoolReusesParkedGoroutines(t *testing.T) {
 	done := make(chan struct{})
-	p := execPool{work: make(chan func()), done: done}
+	p := newExecPool(done, func(f func()) { f() })
 	ids := make(chan uint64, 1)
 	p.run(func() { ids <- goid() })
 	first := <-ids
@@ -54,7 +54,7 @@ func TestExecPoolReusesParkedGoroutines(t *testing.T) {
 func TestExecPoolSurvivesGoexit(t *testing.T) {
 	done := make(chan struct{})
 	defer close(done)
-	p := execPool{work: make(chan func()), done: done}
+	p := newExecPool(done, func(f func()) { f() })
 	exited := make(chan uint64)
 	p.run(func() {
 		defer func() { exited <- goid() }()
@@ -98,7 +98,7 @@ func deep(depth int) byte {
 func TestExecPoolParkedGoroutinesKeepTheirStacks(t *testing.T) {
 	done := make(chan struct{})
 	defer close(done)
-	p := execPool{work: make(chan func()), done: done}
+	p := newExecPool(done, func(f func()) { f() })
 	addrs := make(chan uintptr, 1)
 	others := parked()
 	p.run(func() {
@@ -123,7 +123,7 @@ func parked() int {
 	buf := make([]byte, 1<<20)
 	n := 0
 	for _, g := range bytes.Split(buf[:runtime.Stack(buf, true)], []byte("\n\n")) {
-		if bytes.Contains(g, []byte(" [select")) && bytes.Contains(g, []byte("(*execPool).serve")) {
+		if bytes.Contains(g, []byte(" [select")) && bytes.Contains(g, []byte("(*execPool[...]).serve")) {
 			n++
 		}
 	}

@@ -205,7 +205,7 @@ type Runner struct {
 	idleWait   []chan struct{}
 	quarWait   []chan struct{}
 	execWG     sync.WaitGroup
-	execs      execPool
+	execs      *execPool[*Attempt]
 	// abortDeferred: the final abort of a shutdown is the caller's
 	// (DeferFinalAbort, DL-41); held are the attempts whose owners reached
 	// their forced owner cutoff unsettled and wait for it (Revoke).
@@ -236,7 +236,7 @@ func NewRunner(cfg RunnerConfig, m *Machine) *Runner {
 		handlers: make(map[uint64]context.CancelFunc),
 		lastSnap: m.State().LastSeq,
 	}
-	r.execs = execPool{work: make(chan func()), done: r.loopDone}
+	r.execs = newExecPool(r.loopDone, r.execute)
 	return r
 }
 
