@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"sync"
 
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -150,12 +151,30 @@ func DecodeValue(b []byte, v any) error {
 
 // decode runs msgpack on pre-scanned bytes. The allocation-limit,
 // preallocation and loose-interface options of the decoder stay off
-// (spec/reliability.md §3.5): the decoder comes from msgpack's pool, and
-// Reset clears every option its previous user set.
+// (spec/reliability.md §3.5): the decoder comes from this package's own
+// pool, which no other code configures, and Reset clears every option
+// anyway.
 func decode(b []byte, v any, disallowUnknown bool) error {
-	dec := msgpack.GetDecoder()
-	defer msgpack.PutDecoder(dec)
-	dec.Reset(bytes.NewReader(b))
-	dec.DisallowUnknownFields(disallowUnknown)
-	return dec.Decode(v)
+	d := decoders.Get().(*pooledDecoder)
+	defer d.put()
+	d.rd.Reset(b)
+	d.dec.Reset(&d.rd)
+	d.dec.DisallowUnknownFields(disallowUnknown)
+	return d.dec.Decode(v)
+}
+
+// pooledDecoder is a decoder with the reader it reads from, pooled
+// together: msgpack's own pool would need a new reader for every decode.
+type pooledDecoder struct {
+	dec *msgpack.Decoder
+	rd  bytes.Reader
+}
+
+var decoders = sync.Pool{New: func() any { return &pooledDecoder{dec: msgpack.NewDecoder(nil)} }}
+
+// put returns d to the pool without the bytes it read.
+func (d *pooledDecoder) put() {
+	d.rd.Reset(nil)
+	d.dec.ResetReader(nil)
+	decoders.Put(d)
 }

@@ -183,11 +183,12 @@ func TestDecodeValueRefusals(t *testing.T) {
 	}
 }
 
-// TestPooledCodersCarryNoOptions: the codecs take their encoders and
-// decoders from msgpack's shared pools, which any code in the process may
-// also use. Options another user left on a pooled encoder or decoder must
-// not reach the journal: keys stay sorted and structs stay maps, and a
-// record with an unknown field is still refused.
+// TestPooledCodersCarryNoOptions: the codecs take their encoders from
+// msgpack's shared pool, which any code in the process may also use, and
+// their decoders from a pool of their own. Options another user left on a
+// pooled encoder or decoder must not reach the journal: keys stay sorted
+// and structs stay maps, and a record with an unknown field is still
+// refused.
 func TestPooledCodersCarryNoOptions(t *testing.T) {
 	v := map[string]any{"b": 1, "a": struct {
 		X int `msgpack:"x"`
@@ -228,5 +229,23 @@ func TestPooledCodersCarryNoOptions(t *testing.T) {
 		if n, ok := back["b"].(int8); !ok || n != 1 {
 			t.Fatalf("DecodeValue after a pooled decoder was reconfigured: b = %#v, want int8(1)", back["b"])
 		}
+	}
+}
+
+// A decode takes its reader from the pool with its decoder: decoding a
+// number into a variable allocates nothing once the pool is warm.
+func TestDecodeAllocatesNoReader(t *testing.T) {
+	b := []byte{0xcd, 0x01, 0x00} // uint16 256
+	var x int64
+	allocs := testing.AllocsPerRun(100, func() {
+		if err := decode(b, &x, true); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if x != 256 {
+		t.Fatalf("decoded %d, want 256", x)
+	}
+	if allocs != 0 {
+		t.Fatalf("%v allocations per decode, want 0", allocs)
 	}
 }
