@@ -23,8 +23,8 @@ type HandlerFunc[T any] func(ctx context.Context, d *Delivery, in T) error
 // state map, nil for jobs).
 type handlerEntry struct {
 	name   string
-	call   func(ctx context.Context, d *Delivery, st scheduler.Start) ([]byte, error)
-	decode func(st scheduler.Start) (any, error)
+	call   func(ctx context.Context, d *Delivery, st *scheduler.Start) ([]byte, error)
+	decode func(st *scheduler.Start) (any, error)
 	invoke func(ctx context.Context, d *Delivery, in any) ([]byte, error)
 	opts   jobOptions
 	// step is set for the handlers a workflow registers for its steps:
@@ -63,7 +63,7 @@ func Handle[T any](e *Engine, name string, fn HandlerFunc[T], opts ...JobOption)
 	}
 	h := &handlerEntry{name: name, opts: jo}
 	payloadBytesMax := e.opts.PayloadBytesMax
-	h.decode = func(st scheduler.Start) (any, error) {
+	h.decode = func(st *scheduler.Start) (any, error) {
 		var in T
 		payload := st.Job.Payload
 		if len(payload) > payloadBytesMax {

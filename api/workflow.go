@@ -472,7 +472,7 @@ func (e *Engine) stepJob(w *Workflow, s stepSpec) (scheduler.EnqueueRequest, err
 // stepHandler wraps a StepFunc as a handler: state in, merged keys out.
 func (e *Engine) stepHandler(name string, fn StepFunc) *handlerEntry {
 	limit := e.opts.PayloadBytesMax
-	return &handlerEntry{name: name, step: true, call: func(ctx context.Context, d *Delivery, st scheduler.Start) ([]byte, error) {
+	return &handlerEntry{name: name, step: true, call: func(ctx context.Context, d *Delivery, st *scheduler.Start) ([]byte, error) {
 		in, err := decodeState(st.State)
 		if err != nil {
 			return nil, Permanent(CodePayloadDecodeFailed, err)

@@ -239,7 +239,7 @@ type ledgerEntry struct {
 // returns or is abandoned, and runs cleanup from it (DL-29); everything
 // here is safe for concurrent use.
 type Attempt struct {
-	Start
+	*Start
 
 	ctx   *attemptContext
 	sig   *Signal
@@ -261,7 +261,7 @@ type Attempt struct {
 }
 
 // init sets up a zero Attempt in place; its owner holds it ([attempt]).
-func (a *Attempt) init(st Start, clk clock.Clock, deadline time.Time) {
+func (a *Attempt) init(st *Start, clk clock.Clock, deadline time.Time) {
 	a.Start, a.clk = st, clk
 	cancel := a.ctxv.init(context.Background(), deadline)
 	a.sigv.done, a.sigv.cancel = make(chan struct{}), cancel

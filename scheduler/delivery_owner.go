@@ -271,7 +271,7 @@ func (r *Runner) tokens() []uint64 {
 
 // launch starts an acknowledged attempt: its owner, and its execution
 // goroutine unless its cooperative deadline has already passed (DL-24).
-func (r *Runner) launch(st Start) {
+func (r *Runner) launch(st *Start) {
 	now := r.cfg.Clock.Now()
 	b := deadlines.Budget{S: st.S, H: st.H, P: st.P}.CapRoot(r.root)
 	a := &attempt{budget: b, phase: phaseRunning}

@@ -145,7 +145,7 @@ func (b *testBundle) enqueue(now time.Time, r EnqueueRequest) string {
 }
 
 // dispatch dispatches at now and returns the ids started, in order.
-func (b *testBundle) dispatch(now time.Time) []Start {
+func (b *testBundle) dispatch(now time.Time) []*Start {
 	b.t.Helper()
 	d := b.take(b.m.Dispatch(now))
 	if len(d.Records) != len(d.Starts) {
@@ -173,7 +173,7 @@ func (b *testBundle) dispatch(now time.Time) []Start {
 	return d.Starts
 }
 
-func ids(starts []Start) []string {
+func ids(starts []*Start) []string {
 	out := make([]string, 0, len(starts))
 	for _, s := range starts {
 		out = append(out, s.Job.ID)
@@ -204,7 +204,7 @@ func (b *testBundle) job(id string) *replay.Job {
 }
 
 // only returns the one start of starts, for job id.
-func only(t tb, starts []Start, id string) Start {
+func only(t tb, starts []*Start, id string) *Start {
 	t.Helper()
 	if len(starts) != 1 || starts[0].Job.ID != id {
 		t.Fatalf("started %v, want [%s]", ids(starts), id)

@@ -75,14 +75,15 @@ type Start struct {
 type Decision struct {
 	Records []record.Record
 	Index   []IndexEntry
-	Starts  []Start
+	// Starts are allocated one by one: merging decisions moves pointers,
+	// and each becomes its attempt's Start without a copy.
+	Starts []*Start
 	// DeadlineRuns are on-deadline handlers to call (WD-10).
 	DeadlineRuns []DeadlineRun
 }
 
 // merge appends o to d. o must not be used afterwards: where d has
-// nothing yet, it takes o's slices instead of copying them (a Start is
-// over 400 bytes, and the starts of a batch are usually one Dispatch's).
+// nothing yet, it takes o's slices instead of copying them.
 func (d *Decision) merge(o Decision) {
 	d.Records = appendOrTake(d.Records, o.Records)
 	d.Index = appendOrTake(d.Index, o.Index)
@@ -372,7 +373,7 @@ func (m *Machine) Dispatch(now time.Time) Decision {
 		}
 	}
 	if n := min(ready, m.cfg.Workers-m.inflight); n > 0 {
-		d.Starts = make([]Start, 0, n)
+		d.Starts = make([]*Start, 0, n)
 	}
 	for _, q := range qs {
 		if m.inflight >= m.cfg.Workers {
@@ -409,7 +410,7 @@ func (m *Machine) start(d *Decision, now time.Time, j *replay.Job) {
 		StartAt: b.S.UnixNano(), HardAt: b.H.UnixNano(), NormalAt: b.P.UnixNano(),
 	})
 	m.inflight++
-	st := Start{Token: tok, Job: *m.st.Jobs[j.ID], S: b.S, H: b.H, P: b.P}
+	st := &Start{Token: tok, Job: *m.st.Jobs[j.ID], S: b.S, H: b.H, P: b.P}
 	if w := m.st.Workflows[j.WorkflowID]; w != nil {
 		st.State, _ = replay.PublicState(w.State) // WF-3: a copy of the public state
 		st.WorkflowName = w.Name

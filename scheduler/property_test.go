@@ -50,7 +50,7 @@ func (mm *machineModel) check(t *rapid.T) {
 // checkDispatch verifies the outcome of a Dispatch at now against the
 // state: whatever is still eligible must not outrank a started job of its
 // queue, and with a free worker nothing eligible may remain.
-func (mm *machineModel) checkDispatch(t *rapid.T, starts []Start) {
+func (mm *machineModel) checkDispatch(t *rapid.T, starts []*Start) {
 	st := mm.b.m.State()
 	for _, id := range st.JobIDs() {
 		j := st.Jobs[id]
