@@ -190,3 +190,38 @@ func TestHeldBatchGoesWhenTheStartDoesNotCome(t *testing.T) {
 		}
 	}
 }
+
+// An acknowledged batch is kept for the next one with its slices' room,
+// but without what they held: a recycled batch must not keep records,
+// starts or reply channels of work that is done alive.
+func TestRecycledBatchHoldsNothing(t *testing.T) {
+	b := newHoldBundle(t) // its setup's appends were acknowledged
+	var problem string
+	if err := b.r.call(context.Background(), func(time.Time) {
+		spare := b.r.spare
+		switch {
+		case spare == nil:
+			problem = "no batch was kept after appends were acknowledged"
+		case cap(spare.d.Records) == 0 || cap(spare.replies) == 0:
+			problem = "the kept batch has no room: nothing to reuse"
+		}
+		if problem != "" {
+			return
+		}
+		for _, r := range spare.d.Records[:cap(spare.d.Records)] {
+			if r.Body != nil || r.Stream != "" {
+				problem = "the kept batch still holds a record: " + r.Stream
+			}
+		}
+		for _, c := range spare.replies[:cap(spare.replies)] {
+			if c != nil {
+				problem = "the kept batch still holds a reply channel"
+			}
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if problem != "" {
+		t.Fatal(problem)
+	}
+}

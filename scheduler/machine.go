@@ -91,8 +91,10 @@ func (d *Decision) merge(o Decision) {
 	d.DeadlineRuns = appendOrTake(d.DeadlineRuns, o.DeadlineRuns)
 }
 
+// appendOrTake appends o to d, or returns o itself if d is empty and has
+// no room for it.
 func appendOrTake[T any](d, o []T) []T {
-	if len(d) == 0 {
+	if len(d) == 0 && cap(d) < len(o) {
 		return o
 	}
 	return append(d, o...)

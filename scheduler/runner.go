@@ -195,6 +195,7 @@ type Runner struct {
 	timer      clock.Timer
 	timerAt    time.Time
 	commitEst  time.Duration // moving average of an append's duration (holdFor)
+	spare      *batch        // an acknowledged batch kept for reuse (recycle)
 	dispatch   bool
 	lastSnap   uint64
 	snapSeq    uint64                        // seq of a snapshot waiting for its acknowledgement
@@ -444,7 +445,7 @@ func (r *Runner) enqueue(d Decision, done chan error) {
 		last = r.pending[n-1]
 	}
 	if last == nil || len(last.d.Records)+len(d.Records) > batchRecordsMax {
-		last = &batch{}
+		last = r.newBatch()
 		r.pending = append(r.pending, last)
 	}
 	last.d.merge(d)
@@ -718,7 +719,36 @@ func (r *Runner) acked(a ack) bool {
 	for _, c := range a.b.replies {
 		c <- nil
 	}
+	r.recycle(a.b)
 	return true
+}
+
+// newBatch returns an empty batch, the recycled one if there is one.
+func (r *Runner) newBatch() *batch {
+	if b := r.spare; b != nil {
+		r.spare = nil
+		return b
+	}
+	return &batch{}
+}
+
+// recycle keeps b, acknowledged and acted on, for the next batch: its
+// slices keep their room, so a batch merging many decisions grows no
+// slice once the loop has seen one as large.
+func (r *Runner) recycle(b *batch) {
+	clear(b.d.Records)
+	clear(b.d.Index)
+	clear(b.d.Starts)
+	clear(b.d.DeadlineRuns)
+	clear(b.replies)
+	*b = batch{
+		d: Decision{
+			Records: b.d.Records[:0], Index: b.d.Index[:0],
+			Starts: b.d.Starts[:0], DeadlineRuns: b.d.DeadlineRuns[:0],
+		},
+		replies: b.replies[:0],
+	}
+	r.spare = b
 }
 
 // launchHandler runs an on-deadline handler whose start is acknowledged,
