@@ -82,22 +82,28 @@ func newRunnerBundle(t *testing.T, exec ExecuteFunc, mods ...func(*RunnerConfig)
 		mod(&cfg)
 	}
 	b.r = NewRunner(cfg, m)
-	b.r.Start()
-	t.Cleanup(func() { b.r.Stop(context.Background()) })
-	ctx := context.Background()
-	if err := b.r.Submit(ctx, func(m *Machine, now time.Time) (Decision, error) {
-		d, _ := m.Recover(now, "run_1", "test")
-		return d, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.r.Submit(ctx, func(m *Machine, now time.Time) (Decision, error) {
+	startRecovered(t, b.r)
+	if err := b.r.Submit(context.Background(), func(m *Machine, now time.Time) (Decision, error) {
 		d, _ := m.Enqueue(now, EnqueueRequest{Handler: "h", Queue: "default", Retry: defaultRetry, Payload: []byte{0x80}})
 		return d, nil
 	}); err != nil {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// startRecovered starts r, stops it when the test ends, and has its
+// machine recover, as the engine does before anything else.
+func startRecovered(t *testing.T, r *Runner) {
+	t.Helper()
+	r.Start()
+	t.Cleanup(func() { r.Stop(context.Background()) })
+	if err := r.Submit(context.Background(), func(m *Machine, now time.Time) (Decision, error) {
+		d, _ := m.Recover(now, "run_1", "test")
+		return d, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func (b *runnerBundle) sync() {
@@ -394,15 +400,8 @@ func TestRunnerEventHeapStaysBoundedUnderLoad(t *testing.T) {
 		Clock: clocktest.New(t0), Appender: &memAppender{},
 		Execute: func(context.Context, *Attempt) Result { return Result{} },
 	}, m)
-	r.Start()
-	t.Cleanup(func() { r.Stop(context.Background()) })
+	startRecovered(t, r)
 	ctx := context.Background()
-	if err := r.Submit(ctx, func(m *Machine, now time.Time) (Decision, error) {
-		d, _ := m.Recover(now, "run_1", "test")
-		return d, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
 	if err := r.SetDispatch(ctx, true); err != nil {
 		t.Fatal(err)
 	}

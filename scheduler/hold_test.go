@@ -75,15 +75,8 @@ func newHoldBundle(t *testing.T) *holdBundle {
 		Clock: b.clk, Appender: b.app,
 		Execute: func(ctx context.Context, _ *Attempt) Result { <-ctx.Done(); return Result{} },
 	}, m)
-	b.r.Start()
-	t.Cleanup(func() { b.r.Stop(context.Background()) })
+	startRecovered(t, b.r)
 	ctx := context.Background()
-	if err := b.r.Submit(ctx, func(m *Machine, now time.Time) (Decision, error) {
-		d, _ := m.Recover(now, "run_1", "test")
-		return d, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
 	if err := b.r.SetDispatch(ctx, true); err != nil {
 		t.Fatal(err)
 	}
