@@ -67,6 +67,10 @@ type Journal struct {
 	writerDone chan struct{}
 	buildMu    sync.Mutex // guards w
 	w          writerState
+	// splits counts the AppendUnits calls split over several groups that
+	// are in progress: Close waits for them before it stops the writer,
+	// since such a call cannot stop once its first group joined.
+	splits sync.WaitGroup
 
 	visMu sync.RWMutex // see the type comment
 
@@ -564,7 +568,9 @@ func (j *Journal) Wait(ctx context.Context, after uint64) (uint64, error) {
 }
 
 // Close stops intake, lets every append that joined a group complete or
-// fail, releases open iterators and closes the store. It is
+// fail (an [Journal.AppendUnits] call split over several groups appends
+// all of them once its first one joined), releases open iterators and
+// closes the store. It is
 // idempotent: later calls return the first result. After a fail-stop it
 // does not touch the store and returns an error wrapping [ErrFailStop].
 func (j *Journal) Close() error {
@@ -578,6 +584,7 @@ func (j *Journal) close() error {
 	close(j.closedCh)
 	j.closeMu.Unlock()
 	if j.writerDone != nil {
+		j.splits.Wait() // split appends in progress finish their later groups
 		close(j.quit)
 		<-j.writerDone // every append that joined a group is answered
 		<-j.idle       // and no appender commits its own group any more

@@ -47,13 +47,14 @@ type Options struct {
 	RecordBytesMax int
 
 	// GroupRecordsMax caps the records one group commit carries. Zero means
-	// 1024. Range 1 to 65536. One append may not exceed it (its records
-	// commit in one batch).
+	// 1024. Range 1 to 65536. One append, or one unit of
+	// [Journal.AppendUnits], may not exceed it (its records commit in one
+	// batch).
 	GroupRecordsMax int
 
 	// GroupBytesMax caps the envelope and index bytes one group commit
-	// carries. Zero means 4 MiB. Range RecordBytesMax to 1 GiB. One append
-	// may not exceed it.
+	// carries. Zero means 4 MiB. Range RecordBytesMax to 1 GiB. One append,
+	// or one unit of [Journal.AppendUnits], may not exceed it.
 	GroupBytesMax int
 
 	// QueueDepth is the number of appends (and snapshot or checkpoint

@@ -36,7 +36,9 @@ type IndexEntry struct {
 // order: seq order is commit order (RL-1, RL-3), a group is never committed
 // before the one holding the seqs below it was acknowledged, and nothing
 // is answered before its group's sync returned. Snapshot writes and
-// checkpoints take the token too, so they run between groups.
+// checkpoints take the token too, so they run between groups. An
+// AppendUnits call too large for one group is several requests, joined one
+// after the other, each once the previous one was answered (units.go).
 
 // request is one append waiting for its group's commit. Whoever commits
 // sets first and err and signals done (buffered, so it never blocks).
@@ -102,7 +104,8 @@ var groupPool = sync.Pool{New: func() any { return &group{} }}
 // caller's goroutine before it joins a group, so a bad record fails only
 // its own append, with an error wrapping [record.ErrInvalid] or
 // [record.ErrTooLarge]; an append larger than GroupRecordsMax or
-// GroupBytesMax is ErrTooLarge.
+// GroupBytesMax is ErrTooLarge ([Journal.AppendUnits] spreads such an
+// append, cut into atomic units, over several groups).
 //
 // If ctx ends while the call waits for a queue slot (QueueDepth appends
 // are pending) or for room in a group, Append returns ctx's error and
@@ -116,53 +119,13 @@ func (j *Journal) Append(ctx context.Context, recs ...record.Record) ([]uint64, 
 // AppendIndexed is [Journal.Append] that also applies index entries in the
 // same batch as the records.
 func (j *Journal) AppendIndexed(ctx context.Context, index []IndexEntry, recs ...record.Record) ([]uint64, error) {
-	if j.opts.ReadOnly {
-		return nil, fmt.Errorf("journal: append: %w", ErrReadOnly)
-	}
-	if len(recs) == 0 {
-		return nil, fmt.Errorf("journal: append: %w: no records", record.ErrInvalid)
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("journal: append of %d records to stream %q: %w", len(recs), recs[0].Stream, err)
-	}
-	if len(recs) > j.opts.GroupRecordsMax {
-		return nil, fmt.Errorf("journal: append: %w: %d records, GroupRecordsMax is %d",
-			record.ErrTooLarge, len(recs), j.opts.GroupRecordsMax)
-	}
-	r := requestPool.Get().(*request)
-	size := 0
-	for i, rec := range recs {
-		p, buf, err := record.PrepareAppend(r.buf, rec, j.opts.RecordBytesMax)
-		r.buf = buf
-		if err != nil {
-			putRequest(r)
-			return nil, fmt.Errorf("journal: append record %d of %d (stream %q): %w", i+1, len(recs), rec.Stream, err)
-		}
-		r.recs = append(r.recs, p)
-		size += p.Size()
-	}
-	for i, e := range index {
-		if err := record.ValidateStream(e.ID); err != nil {
-			putRequest(r)
-			return nil, fmt.Errorf("journal: append index entry %d of %d: %w", i+1, len(index), err)
-		}
-		if len(e.Value) > j.opts.RecordBytesMax {
-			putRequest(r)
-			return nil, fmt.Errorf("journal: append index entry %q: %w: value is %d bytes, RecordBytesMax is %d",
-				e.ID, record.ErrTooLarge, len(e.Value), j.opts.RecordBytesMax)
-		}
-		size += len(e.ID) + len(e.Value)
-	}
-	if size > j.opts.GroupBytesMax {
-		putRequest(r)
-		return nil, fmt.Errorf("journal: append of %d records: %w: %d bytes, GroupBytesMax is %d",
-			len(recs), record.ErrTooLarge, size, j.opts.GroupBytesMax)
-	}
-	r.index, r.bytes = index, size
-	if err := j.join(ctx, r); err != nil {
-		putRequest(r)
-		return nil, err
-	}
+	return j.appendUnits(ctx, index, recs, nil)
+}
+
+// complete has the group r joined committed and waits for the answer,
+// then gives back r's queue slot. After an error r must be abandoned (the
+// writer may still hold it); after success r.first is set.
+func (j *Journal) complete(r *request) error {
 	// Commit now if nobody is committing; otherwise the writer takes
 	// the group as soon as its current commit returns.
 	select {
@@ -180,23 +143,23 @@ func (j *Journal) AppendIndexed(ctx context.Context, index []IndexEntry, recs ..
 	}
 	err := j.await(r)
 	<-j.slots
-	if err != nil {
-		return nil, err
-	}
-	seqs := make([]uint64, len(recs))
-	for i := range seqs {
-		seqs[i] = r.first + uint64(i)
-	}
-	putRequest(r)
-	return seqs, nil
+	return err
 }
 
 // join takes a queue slot and adds r to the group being built, waiting
 // (until ctx ends) for a slot, or for the writer to take a full group.
-func (j *Journal) join(ctx context.Context, r *request) error {
+// later is set for the second and later requests of a split
+// [Journal.AppendUnits] call, which Close waits for (j.splits): they are
+// admitted after Close began, since part of their call is already
+// appended.
+func (j *Journal) join(ctx context.Context, r *request, later bool) error {
 	j.closeMu.RLock()
 	defer j.closeMu.RUnlock() // Close waits for joins in progress
-	if err := j.writeBegin("append"); err != nil {
+	if later {
+		if j.isDead() {
+			return j.failStopError("append")
+		}
+	} else if err := j.writeBegin("append"); err != nil {
 		return err
 	}
 	select {
