@@ -175,7 +175,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	}, st)
 	e.r = scheduler.NewRunner(scheduler.RunnerConfig{
 		Clock:                 clk,
-		Appender:              journalAppender{j: j, counts: &e.counts},
+		Appender:              &journalAppender{j: j, counts: &e.counts},
 		Execute:               e.run,
 		OnFatal:               e.onFatal,
 		SnapshotEvery:         uint64(opts.SnapshotEvery),
@@ -699,29 +699,37 @@ type JournalMetrics = journal.Metrics
 // at any time, also after the engine stopped.
 func (e *Engine) JournalMetrics() JournalMetrics { return e.j.Metrics() }
 
+// journalAppender is the runner's [scheduler.Appender]. The runner's
+// committer is its only caller, one append at a time, so it keeps the
+// converted slices from one append to the next.
 type journalAppender struct {
 	j      *journal.Journal
 	counts *settleCounts
+
+	entries []journal.IndexEntry
+	recs    []record.Record
+	units   []journal.Unit
 }
 
-func (a journalAppender) Append(ctx context.Context, idx []scheduler.IndexEntry, recs ...record.Record) ([]uint64, error) {
-	var entries []journal.IndexEntry
-	if len(idx) > 0 {
-		entries = make([]journal.IndexEntry, len(idx))
-		for i, x := range idx {
-			entries[i] = journal.IndexEntry{ID: x.ID, Value: x.Value}
-		}
+func (a *journalAppender) Append(ctx context.Context, idx []scheduler.IndexEntry, recs []record.Record, units []scheduler.Unit) ([]uint64, error) {
+	a.entries = a.entries[:0]
+	for _, x := range idx {
+		a.entries = append(a.entries, journal.IndexEntry{ID: x.ID, Value: x.Value})
 	}
-	// The machine predicted each record's seq: the engine is the journal's
-	// only writer, so the journal must assign exactly those.
-	want := make([]uint64, len(recs))
-	out := make([]record.Record, len(recs))
-	for i, r := range recs {
-		want[i] = r.Seq
+	// The machine predicted each record's seq (the engine is the journal's
+	// only writer): the journal assigns seqs itself and must assign those.
+	a.recs = a.recs[:0]
+	for _, r := range recs {
 		r.Seq = 0
-		out[i] = r
+		a.recs = append(a.recs, r)
 	}
-	seqs, err := a.j.AppendIndexed(ctx, entries, out...)
+	a.units = a.units[:0]
+	for _, u := range units {
+		a.units = append(a.units, journal.Unit{Records: u.Records, Index: u.Index})
+	}
+	seqs, err := a.j.AppendUnits(ctx, a.entries, a.recs, a.units)
+	clear(a.entries) // hold no payload until the next append
+	clear(a.recs)
 	if err != nil {
 		return nil, err
 	}
@@ -729,8 +737,8 @@ func (a journalAppender) Append(ctx context.Context, idx []scheduler.IndexEntry,
 		h(seqs)
 	}
 	for i := range seqs {
-		if seqs[i] != want[i] {
-			return nil, fmt.Errorf("quire: journal assigned seq %d to a record decided as seq %d: another writer appended", seqs[i], want[i])
+		if seqs[i] != recs[i].Seq {
+			return nil, fmt.Errorf("quire: journal assigned seq %d to a record decided as seq %d: another writer appended", seqs[i], recs[i].Seq)
 		}
 	}
 	if a.counts != nil {
@@ -739,7 +747,7 @@ func (a journalAppender) Append(ctx context.Context, idx []scheduler.IndexEntry,
 	return seqs, nil
 }
 
-var _ scheduler.Appender = journalAppender{}
+var _ scheduler.Appender = (*journalAppender)(nil)
 
 // RunOnce starts the engine, processes the work that is eligible at the
 // clock's current instant until nothing more is (JB-9), then closes the

@@ -53,3 +53,7 @@ func Signal(e *Engine, s os.Signal) bool { return e.signal(s) }
 // or started afterwards; nil removes it. Tests using it must not run in
 // parallel.
 func SetStartupHook(f func(step string) error) { testHookStartup = f }
+
+// Decided returns the seq of the last record the engine decided,
+// acknowledged or not.
+func Decided(e *Engine) (uint64, error) { return e.r.Decided(context.Background()) }

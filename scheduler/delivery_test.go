@@ -26,7 +26,10 @@ type memAppender struct {
 	release chan struct{}
 }
 
-func (a *memAppender) Append(ctx context.Context, _ []IndexEntry, recs ...record.Record) ([]uint64, error) {
+func (a *memAppender) Append(ctx context.Context, index []IndexEntry, recs []record.Record, units []Unit) ([]uint64, error) {
+	if err := checkUnits(recs, index, units); err != nil {
+		return nil, err
+	}
 	a.mu.Lock()
 	hold := a.hold
 	a.mu.Unlock()

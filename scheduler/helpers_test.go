@@ -93,6 +93,9 @@ func foldAll(t tb, recs ...[]record.Record) *replay.State {
 // that their seqs continue the journal without a gap.
 func (b *testBundle) take(d Decision) Decision {
 	b.t.Helper()
+	if err := checkUnits(d.Records, d.Index, d.AllUnits()); err != nil {
+		b.t.Fatalf("%v", err)
+	}
 	for _, r := range d.Records {
 		if want := b.base + uint64(len(b.recs)) + 1; r.Seq != want {
 			b.t.Fatalf("decided %s with seq %d, want %d", r.Kind(), r.Seq, want)
@@ -262,4 +265,25 @@ func (j *journal) enqueue(id string, retry record.RetryPolicy) {
 func (j *journal) start(id string, attempt int32) uint64 {
 	return j.add(id, &record.AttemptStarted{JobID: id, Attempt: attempt, StartAt: t0.UnixNano(),
 		HardAt: ts(deliveryTimeout).UnixNano(), NormalAt: ts(deliveryTimeout - time.Second).UnixNano()})
+}
+
+// checkUnits returns an error unless units (nil: one unit) partition recs
+// and index in order, each with at least one record: what an [Appender]
+// requires (RL-4).
+func checkUnits(recs []record.Record, index []IndexEntry, units []Unit) error {
+	if units == nil {
+		return nil
+	}
+	nr, ni := 0, 0
+	for i, u := range units {
+		if u.Records < 1 || u.Index < 0 {
+			return fmt.Errorf("unit %d of %d is %+v", i, len(units), u)
+		}
+		nr += u.Records
+		ni += u.Index
+	}
+	if nr != len(recs) || ni != len(index) {
+		return fmt.Errorf("units cover %d records and %d index entries of %d and %d", nr, ni, len(recs), len(index))
+	}
+	return nil
 }

@@ -27,7 +27,10 @@ type timedAppender struct {
 	appends [][]record.Record
 }
 
-func (a *timedAppender) Append(_ context.Context, _ []IndexEntry, recs ...record.Record) ([]uint64, error) {
+func (a *timedAppender) Append(_ context.Context, index []IndexEntry, recs []record.Record, units []Unit) ([]uint64, error) {
+	if err := checkUnits(recs, index, units); err != nil {
+		return nil, err
+	}
 	a.clk.Advance(commitTook)
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -69,24 +69,71 @@ type Start struct {
 	S, H, P time.Time
 }
 
-// Decision is the output of one machine step: records to append as one
-// atomic append, index values to set with them, and attempts to start
-// after the append is acknowledged (never before: RL-1).
+// Decision is the output of one machine step: records to append, index
+// values to set with them, and attempts to start after the append is
+// acknowledged (never before: RL-1).
 type Decision struct {
 	Records []record.Record
 	Index   []IndexEntry
+	// Units splits Records and Index, in order, into atomic units: each
+	// unit's records and index entries survive a crash together or not at
+	// all (RL-4), and units may go in different group commits when they do
+	// not fit in one (RL-11). The records and index entries after the last
+	// unit form one more unit, so a Decision with no Units is atomic as a
+	// whole. A decision that holds independent transitions (a start per
+	// job, an expiry per workflow) cuts a unit after each, so that no
+	// number of them can outgrow a group.
+	Units []Unit
 	// Starts are allocated one by one: merging decisions moves pointers,
 	// and each becomes its attempt's Start without a copy.
 	Starts []*Start
 	// DeadlineRuns are on-deadline handlers to call (WD-10).
 	DeadlineRuns []DeadlineRun
+
+	// unitRecords and unitIndex count the records and index entries that
+	// Units covers.
+	unitRecords, unitIndex int
 }
 
-// merge appends o to d. o must not be used afterwards: where d has
-// nothing yet, it takes o's slices instead of copying them.
+// Unit is the next Records records and Index index entries of a
+// [Decision], appended atomically.
+type Unit struct{ Records, Index int }
+
+// cut ends the unit being decided: the records and index entries decided
+// since the previous cut become one unit. Index entries decided with no
+// record stay with the next unit's records. Loops over independent
+// transitions cut before each: a decision of one transition then records
+// no unit at all.
+func (d *Decision) cut() {
+	recs := len(d.Records) - d.unitRecords
+	if recs == 0 {
+		return
+	}
+	idx := len(d.Index) - d.unitIndex
+	d.Units = append(d.Units, Unit{Records: recs, Index: idx})
+	d.unitRecords, d.unitIndex = len(d.Records), len(d.Index)
+}
+
+// AllUnits ends the unit being decided and returns every unit of d, or nil
+// when d is one unit.
+func (d *Decision) AllUnits() []Unit {
+	d.cut()
+	if len(d.Units) <= 1 {
+		return nil
+	}
+	return d.Units
+}
+
+// merge appends o to d, o's units after d's: each decision merged stays
+// atomic. o must not be used afterwards: where d has nothing yet, it
+// takes o's slices instead of copying them.
 func (d *Decision) merge(o Decision) {
+	d.cut()
+	recs, idx := d.unitRecords, d.unitIndex
 	d.Records = appendOrTake(d.Records, o.Records)
 	d.Index = appendOrTake(d.Index, o.Index)
+	d.Units = appendOrTake(d.Units, o.Units)
+	d.unitRecords, d.unitIndex = recs+o.unitRecords, idx+o.unitIndex
 	d.Starts = appendOrTake(d.Starts, o.Starts)
 	d.DeadlineRuns = appendOrTake(d.DeadlineRuns, o.DeadlineRuns)
 }
@@ -395,6 +442,7 @@ func (m *Machine) Dispatch(now time.Time) Decision {
 				m.x.held[j.WorkflowID] = append(m.x.held[j.WorkflowID], j.ID)
 				continue
 			}
+			d.cut() // each start is its own unit
 			m.start(&d, now, j)
 		}
 	}

@@ -253,6 +253,7 @@ func (m *Machine) RequeueBuried(now time.Time, queue string) (Decision, int) {
 	}
 	sortBySeq(ids)
 	for _, j := range ids {
+		d.cut() // each requeue is its own unit: any number fits the journal
 		m.emit(&d, j.Stream, &record.JobRequeued{JobID: j.ID, AvailableAt: now.UnixNano()})
 	}
 	return d, len(ids)
@@ -298,6 +299,7 @@ func (m *Machine) Recover(now time.Time, runID, version string) (Decision, int) 
 	}
 	sortBySeq(exhausted)
 	for _, j := range exhausted {
+		d.cut() // run_started first, then each burial on its own
 		m.emit(&d, j.Stream, &record.JobBuried{JobID: j.ID, Code: CodeInterruptedByCrash,
 			Error: "attempt interrupted by a crash and attempts are exhausted"})
 	}

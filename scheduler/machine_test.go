@@ -450,6 +450,10 @@ func TestJB7_RequeueAndRequeueBuried(t *testing.T) {
 	if n != 2 || len(d.Records) != 2 {
 		t.Fatalf("RequeueBuried = %d with %v", n, kinds(d))
 	}
+	// RL-11: each requeue is its own unit, so any number of them fits.
+	if u := d.AllUnits(); !slices.Equal(u, []Unit{{1, 0}, {1, 0}}) {
+		t.Fatalf("RequeueBuried units %v", u)
+	}
 	for i, want := range []string{jobs[2], jobs[3]} {
 		if got := d.Records[i].Body.(*record.JobRequeued); got.JobID != want || got.AvailableAt != ts(2*time.Minute).UnixNano() {
 			t.Fatalf("requeue %d = %+v, want %s", i, got, want)

@@ -679,6 +679,7 @@ func (m *Machine) CheckDeadlines(now time.Time) Decision {
 			continue
 		}
 		if deadlines.WorkflowExpired(time.Unix(0, w.DeadlineAt), now) {
+			d.cut() // each expiry is its own unit
 			m.expire(&d, now, w, DetectedByCheck)
 		}
 	}
@@ -698,6 +699,7 @@ func (m *Machine) StartDeadlineHandlers() Decision {
 			continue
 		}
 		m.handling[e.Seq] = true
+		d.cut()
 		m.emit(&d, e.WorkflowID, &record.DeadlineHandlerStarted{WorkflowID: e.WorkflowID, Handler: e.Handler, Expiry: e.Seq})
 		d.DeadlineRuns = append(d.DeadlineRuns, DeadlineRun{Expiry: e.Seq, WorkflowID: e.WorkflowID, Name: e.Name, Handler: e.Handler, State: e.State})
 	}
@@ -731,6 +733,7 @@ func (m *Machine) WorkflowRegistered(now time.Time, name string) Decision {
 	var d Decision
 	for _, id := range m.st.WorkflowIDs() {
 		if w := m.st.Workflows[id]; w != nil && w.Name == name {
+			d.cut() // each workflow is its own unit
 			m.enter(&d, now, w)
 			m.settleWait(&d, now, w)
 		}
@@ -786,6 +789,7 @@ func (m *Machine) fireDelays(d *Decision, now time.Time) {
 			return
 		}
 		heapPop(&m.x.delays)
+		d.cut() // each workflow's step is its own unit
 		m.completeStep(d, now, w, nil, nil)
 	}
 }

@@ -12,10 +12,12 @@ import (
 	"github.com/quire-dev/quire/replay"
 )
 
-// Appender is what the runner needs from the journal: an atomic, synced
-// append of records with terminal-index values.
+// Appender is what the runner needs from the journal: a synced append of
+// records with terminal-index values, in units that are each atomic (RL-4;
+// nil units: the whole append is one). Units must keep their order and
+// stay whole, and may go in different group commits.
 type Appender interface {
-	Append(ctx context.Context, index []IndexEntry, recs ...record.Record) ([]uint64, error)
+	Append(ctx context.Context, index []IndexEntry, recs []record.Record, units []Unit) ([]uint64, error)
 }
 
 // ExecuteFunc runs one attempt's pipeline on its execution goroutine and
@@ -96,7 +98,9 @@ type handlerDone struct {
 }
 
 type batch struct {
-	d       Decision
+	d Decision
+	// units are d's units as the committer appends them (AllUnits).
+	units   []Unit
 	replies []chan error
 	// holdUntil is the instant of the start the batch waits for, once
 	// held (holdFor).
@@ -357,7 +361,7 @@ func (r *Runner) Done() <-chan struct{} { return r.loopDone }
 func (r *Runner) commit() {
 	for b := range r.commitCh {
 		t := r.cfg.Clock.Now()
-		_, err := r.cfg.Appender.Append(context.Background(), b.d.Index, b.d.Records...)
+		_, err := r.cfg.Appender.Append(context.Background(), b.d.Index, b.d.Records, b.units)
 		r.acks <- ack{b: b, err: err, took: r.cfg.Clock.Now().Sub(t)}
 	}
 }
@@ -614,6 +618,7 @@ func (r *Runner) flush() {
 	}
 	r.committing = r.pending[0]
 	r.pending = r.pending[1:]
+	r.committing.units = r.committing.d.AllUnits()
 	r.commitCh <- r.committing
 }
 
@@ -743,7 +748,7 @@ func (r *Runner) recycle(b *batch) {
 	clear(b.replies)
 	*b = batch{
 		d: Decision{
-			Records: b.d.Records[:0], Index: b.d.Index[:0],
+			Records: b.d.Records[:0], Index: b.d.Index[:0], Units: b.d.Units[:0],
 			Starts: b.d.Starts[:0], DeadlineRuns: b.d.DeadlineRuns[:0],
 		},
 		replies: b.replies[:0],
@@ -905,4 +910,13 @@ func (r *Runner) InFlight(ctx context.Context) (int, error) {
 	var n int
 	err := r.call(ctx, func(time.Time) { n = len(r.attempts) + len(r.handlers) })
 	return n, err
+}
+
+// Decided returns the seq of the last record the machine decided, whether
+// or not its append was acknowledged yet: the journal's LastSeq trails it
+// by the records being committed and waiting to be.
+func (r *Runner) Decided(ctx context.Context) (uint64, error) {
+	var seq uint64
+	err := r.call(ctx, func(time.Time) { seq = r.m.NextSeq() - 1 })
+	return seq, err
 }

@@ -1,0 +1,202 @@
+package api_test
+
+import (
+	"context"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quire-dev/quire/api"
+	"github.com/quire-dev/quire/journal/record"
+)
+
+type blob struct {
+	S string `msgpack:"s"`
+}
+
+// RL-4, RL-11: enqueues decided while a commit is in flight are appended
+// together, and 64 payloads of 400 KiB take far more than one group
+// commit's 4 MiB. Each enqueue stays whole, the journal spreads them over
+// several groups, and every one is acknowledged; the engine does not stop.
+func TestRL11_ConcurrentLargeEnqueuesSpreadOverGroups(t *testing.T) {
+	var (
+		armed   sync.Mutex
+		arm     bool
+		blocked = make(chan struct{})
+		release = make(chan struct{})
+		mu      sync.Mutex
+		largest int
+	)
+	api.SetAfterAppendHook(func(seqs []uint64) {
+		armed.Lock()
+		hold := arm
+		arm = false
+		armed.Unlock()
+		if hold {
+			close(blocked)
+			<-release
+		}
+		mu.Lock()
+		largest = max(largest, len(seqs))
+		mu.Unlock()
+	})
+	t.Cleanup(func() { api.SetAfterAppendHook(nil) })
+	b := setup(t, nil)
+	if err := api.Handle(b.eng, "big", func(context.Context, *api.Delivery, blob) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	b.start()
+	b.idle()
+	groups0 := b.eng.JournalMetrics().Groups
+
+	// The next append holds the committer, so that the 64 enqueues are
+	// all decided into the batches waiting behind it.
+	armed.Lock()
+	arm = true
+	armed.Unlock()
+	first := make(chan error, 1)
+	go func() {
+		_, err := b.eng.Enqueue(b.ctx, "big", blob{S: "first"})
+		first <- err
+	}()
+	<-blocked
+	const n = 64
+	payload := strings.Repeat("x", 400<<10)
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			_, err := b.eng.Enqueue(b.ctx, "big", blob{S: payload})
+			errs <- err
+		})
+	}
+	base, err := api.Decided(b.eng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
+	defer cancel()
+	for seq := base; seq < base+n; runtime.Gosched() {
+		if seq, err = api.Decided(b.eng); err != nil {
+			t.Fatal(err)
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("decided seq %d, want %d", seq, base+n)
+		}
+	}
+	close(release)
+	wg.Wait()
+	close(errs)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("enqueue: %v", err)
+		}
+	}
+	mu.Lock()
+	got := largest
+	mu.Unlock()
+	if got < n {
+		t.Fatalf("largest append carried %d records, want the %d enqueues in one", got, n)
+	}
+	// 64 × 400 KiB need at least seven groups of 4 MiB.
+	if g := b.eng.JournalMetrics().Groups - groups0; g < 7 {
+		t.Fatalf("%d group commits for %d MiB of payloads", g, n*400>>10)
+	}
+	enqueued := 0
+	for _, r := range b.records() {
+		if e, ok := r.Body.(*record.JobEnqueued); ok && e.Handler == "big" {
+			enqueued++
+		}
+	}
+	if enqueued != n+1 {
+		t.Fatalf("%d job_enqueued in the journal, want %d", enqueued, n+1)
+	}
+	b.checkReplay()
+}
+
+// RL-11, JB-2: with more worker slots than one group commit holds records,
+// resuming a queue of 1500 jobs starts them all in one dispatch; each
+// attempt_started is its own unit, spread over groups, and every job
+// completes.
+func TestRL11_DispatchBeyondOneGroupStartsEveryJob(t *testing.T) {
+	b := setup(t, func(o *api.Options) { o.Workers = 2048 })
+	var mu sync.Mutex
+	ran := 0
+	if err := api.Handle(b.eng, "h", func(context.Context, *api.Delivery, msg) error {
+		mu.Lock()
+		ran++
+		mu.Unlock()
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	b.start()
+	if err := b.eng.PauseQueue(b.ctx, "default"); err != nil {
+		t.Fatal(err)
+	}
+	const n = 1500
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = b.enqueue("h", msg{N: i})
+	}
+	if err := b.eng.ResumeQueue(b.ctx, "default"); err != nil {
+		t.Fatal(err)
+	}
+	b.idle()
+	for _, id := range ids {
+		b.wantStatus(id, api.JobCompleted)
+	}
+	if ran != n {
+		t.Fatalf("%d handler calls, want %d", ran, n)
+	}
+	b.checkReplay()
+}
+
+// RL-11, WF-5: Delay steps of more workflows than one group commit holds
+// come due at one instant. Each workflow's step is its own unit, so the
+// dispatch that fires them spreads over groups and every workflow goes on
+// to its next step and completes.
+func TestRL11_DelaysFiringTogetherBeyondOneGroup(t *testing.T) {
+	b := setup(t, func(o *api.Options) { o.Workers = 64 })
+	wfRegister(t, b.eng, api.NewWorkflow("nap").Delay(time.Minute).Then("wake", wfReturn(api.State{"up": true})))
+	b.start()
+	const n = 1100 // two records each when the delay fires
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = wfDispatch(b, "nap", api.State{})
+	}
+	b.idle()
+	b.advance(time.Minute)
+	for _, id := range ids {
+		wfWant(b, id, api.WorkflowCompleted)
+	}
+	b.checkReplay()
+}
+
+// RL-11, WD-4: workflow deadlines of more workflows than one group commit
+// holds pass at one instant (WD-5: running, in a Delay step). The check
+// expires each in its own unit, so
+// it spreads over groups and every workflow fails with its deadline exceeded.
+func TestRL11_DeadlinesPassingTogetherBeyondOneGroup(t *testing.T) {
+	b := setup(t, nil)
+	wfRegister(t, b.eng, api.NewWorkflow("late").Delay(time.Hour).MustCompleteWithin(time.Minute))
+	b.start()
+	const n = 1100
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = wfDispatch(b, "late", api.State{})
+	}
+	b.idle()
+	b.advance(2 * time.Minute)
+	for _, id := range ids {
+		if info := wfWant(b, id, api.WorkflowFailed); info.Error != api.MessageDeadlineExceeded {
+			t.Fatalf("workflow %s failed with %q", id, info.Error)
+		}
+	}
+	b.checkReplay()
+}
