@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"io"
 	"time"
 
@@ -20,6 +21,8 @@ type Delivery struct {
 	eng *Engine
 
 	followUps []scheduler.EnqueueRequest
+	// followBytes sums the follow-ups' payloads.
+	followBytes int
 }
 
 func newDelivery(e *Engine, a *scheduler.Attempt) *Delivery {
@@ -66,12 +69,27 @@ func (d *Delivery) Value(key string) (any, bool) { return d.a.Value(key) }
 // Enqueue adds a job to enqueue in the same atomic append as this
 // attempt's successful settlement: it is enqueued if and only if the
 // attempt succeeds. Its validation error, if any, is returned at once.
+//
+// One attempt enqueues at most [FollowUpsMax] jobs, whose payloads
+// together take at most twice Options.PayloadBytesMax: the settlement and
+// its follow-ups are one atomic append, which must fit in one group
+// commit. Past either limit Enqueue returns an error wrapping
+// [ErrFollowUpLimit] and adds nothing; the jobs added before stay. Fan out
+// wider in steps, or enqueue from outside the handler.
 func (d *Delivery) Enqueue(handler string, payload any, opts ...JobOption) error {
 	req, err := d.eng.enqueueRequest(handler, payload, opts)
 	if err != nil {
 		return err
 	}
+	if len(d.followUps) >= FollowUpsMax {
+		return fmt.Errorf("%w: job %d of one attempt, limit %d (FollowUpsMax)", ErrFollowUpLimit, len(d.followUps)+1, FollowUpsMax)
+	}
+	if limit := 2 * d.eng.opts.PayloadBytesMax; d.followBytes+len(req.Payload) > limit {
+		return fmt.Errorf("%w: payloads of one attempt's follow-ups would take %d bytes, limit %d (2 × Options.PayloadBytesMax)",
+			ErrFollowUpLimit, d.followBytes+len(req.Payload), limit)
+	}
 	d.followUps = append(d.followUps, req)
+	d.followBytes += len(req.Payload)
 	return nil
 }
 

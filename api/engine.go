@@ -147,7 +147,10 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	}
 	rng := rand.New(src)
 
-	j, err := journal.Open(opts.Dir, journal.Options{FS: opts.FS, Clock: clk, RecordBytesMax: opts.RecordBytesMax, DiskSlowThreshold: opts.DiskSlowThreshold})
+	j, err := journal.Open(opts.Dir, journal.Options{
+		FS: opts.FS, Clock: clk, RecordBytesMax: opts.RecordBytesMax, DiskSlowThreshold: opts.DiskSlowThreshold,
+		GroupBytesMax: groupBytesMax(opts.RecordBytesMax),
+	})
 	if err != nil {
 		return nil, e.rollBack("open journal", fmt.Errorf("quire: open journal %s: %w", opts.Dir, err))
 	}

@@ -29,7 +29,16 @@ var (
 	ErrState = errors.New("quire: operation not allowed in this state")
 	// ErrDuplicate refuses a second registration under one name.
 	ErrDuplicate = errors.New("quire: already registered")
+	// ErrFollowUpLimit refuses a follow-up job ([Delivery.Enqueue]) past
+	// [FollowUpsMax] jobs or twice Options.PayloadBytesMax of payloads in
+	// one attempt: they and the settlement are one atomic append, which
+	// must fit in one group commit (RL-4, RL-11).
+	ErrFollowUpLimit = errors.New("quire: too many follow-up jobs for one settlement")
 )
+
+// FollowUpsMax bounds the follow-up jobs one attempt enqueues with its
+// settlement ([Delivery.Enqueue]).
+const FollowUpsMax = 256
 
 // Error codes recorded in settlements.
 const (

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"strings"
 	"sync"
@@ -153,6 +154,91 @@ func TestRL11_DispatchBeyondOneGroupStartsEveryJob(t *testing.T) {
 	}
 	if ran != n {
 		t.Fatalf("%d handler calls, want %d", ran, n)
+	}
+	b.checkReplay()
+}
+
+// RL-11: RecordBytesMax may be raised to 64 MiB; groups grow with it, so
+// an engine with 16 MiB records opens and journals a 5 MiB payload.
+func TestRL11_RecordsLargerThanTheDefaultGroup(t *testing.T) {
+	b := setup(t, func(o *api.Options) {
+		o.RecordBytesMax = 16 << 20
+		o.PayloadBytesMax = 8 << 20
+	})
+	var got int
+	if err := api.Handle(b.eng, "big", func(_ context.Context, _ *api.Delivery, in blob) error {
+		got = len(in.S)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	b.start()
+	id := b.enqueue("big", blob{S: strings.Repeat("y", 5<<20)})
+	b.idle()
+	b.wantStatus(id, api.JobCompleted)
+	if got != 5<<20 {
+		t.Fatalf("handler read %d bytes", got)
+	}
+	b.reopen(func(e *api.Engine) {
+		if err := api.Handle(e, "big", func(context.Context, *api.Delivery, blob) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+	})
+	b.wantStatus(id, api.JobCompleted)
+}
+
+// DL-38, RL-4: follow-ups are appended with their settlement, atomically,
+// so one attempt's follow-ups are bounded: past FollowUpsMax jobs, or
+// twice PayloadBytesMax of payloads, Delivery.Enqueue refuses with
+// ErrFollowUpLimit and the attempt's earlier follow-ups still go.
+func TestDL38_FollowUpsAreBounded(t *testing.T) {
+	b := setup(t, func(o *api.Options) { o.PayloadBytesMax = 64 << 10 })
+	var countErr, bytesErr error
+	if err := api.Handle(b.eng, "fan", func(_ context.Context, d *api.Delivery, in msg) error {
+		if in.N == 0 {
+			for i := range api.FollowUpsMax + 1 {
+				if err := d.Enqueue("leaf", msg{N: i}); err != nil {
+					countErr = err
+				}
+			}
+			return nil
+		}
+		part := strings.Repeat("z", 50<<10)
+		for range 3 {
+			if err := d.Enqueue("blob", blob{S: part}); err != nil {
+				bytesErr = err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := api.Handle(b.eng, "leaf", func(context.Context, *api.Delivery, msg) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := api.Handle(b.eng, "blob", func(context.Context, *api.Delivery, blob) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	b.start()
+	wide := b.enqueue("fan", msg{N: 0})
+	heavy := b.enqueue("fan", msg{N: 1})
+	b.idle()
+	b.wantStatus(wide, api.JobCompleted)
+	b.wantStatus(heavy, api.JobCompleted)
+	if !errors.Is(countErr, api.ErrFollowUpLimit) {
+		t.Fatalf("follow-up %d: %v, want ErrFollowUpLimit", api.FollowUpsMax+1, countErr)
+	}
+	if !errors.Is(bytesErr, api.ErrFollowUpLimit) {
+		t.Fatalf("third 50 KiB follow-up: %v, want ErrFollowUpLimit", bytesErr)
+	}
+	counts := map[string]int{}
+	for _, r := range b.records() {
+		if e, ok := r.Body.(*record.JobEnqueued); ok {
+			counts[e.Handler]++
+		}
+	}
+	if counts["leaf"] != api.FollowUpsMax || counts["blob"] != 2 {
+		t.Fatalf("follow-ups enqueued %v, want %d leaf and 2 blob", counts, api.FollowUpsMax)
 	}
 	b.checkReplay()
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/quire-dev/quire/clock"
 	"github.com/quire-dev/quire/deadlines"
+	"github.com/quire-dev/quire/journal"
 	"github.com/quire-dev/quire/journal/record"
 )
 
@@ -88,7 +89,8 @@ type Options struct {
 	// means 512 KiB; valid 1 KiB..RecordBytesMax/2.
 	PayloadBytesMax int
 	// RecordBytesMax caps one journal record (RL-11). Zero means 1 MiB;
-	// valid 4 KiB..64 MiB.
+	// valid 4 KiB..64 MiB. One group commit carries up to four times as
+	// many bytes, and at least 4 MiB.
 	RecordBytesMax int
 	// SnapshotEvery is the number of records between state snapshots, which
 	// bound the records replayed at open (RL-12). Zero means 10 000; valid
@@ -342,4 +344,12 @@ func validateName(s string) error {
 		return fmt.Errorf("is %d bytes, limit %d", len(s), NameBytesMax)
 	}
 	return nil
+}
+
+// groupBytesMax is the journal's cap on the bytes of one group commit:
+// room for four records of recordBytesMax, since a settlement with its
+// follow-ups and its workflow's records is one atomic append that must
+// fit in one group, and never below the journal's default (RL-11).
+func groupBytesMax(recordBytesMax int) int {
+	return max(journal.GroupBytesMaxDefault, 4*recordBytesMax)
 }
