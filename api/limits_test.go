@@ -286,3 +286,62 @@ func TestRL11_DeadlinesPassingTogetherBeyondOneGroup(t *testing.T) {
 	}
 	b.checkReplay()
 }
+
+// RL-11, WF-7: more workflows than one group commit holds wait for one
+// workflow. When it completes, each waiter resumes in its own unit, so the
+// completion spreads over groups and every waiter completes.
+func TestRL11_ManyWaitersOfOneWorkflowResume(t *testing.T) {
+	b := setup(t, nil)
+	wfRegister(t, b.eng, api.NewWorkflow("gate").WaitForSignal("open"))
+	wfRegister(t, b.eng, api.NewWorkflow("after").WaitForWorkflowsIn(api.All(), "deps").Then("go", wfReturn(nil)))
+	b.start()
+	gate := wfDispatch(b, "gate", api.State{})
+	const n = 1100
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = wfDispatch(b, "after", api.State{"deps": []string{gate}})
+	}
+	b.idle()
+	wfWant(b, ids[0], api.WorkflowWaitingWorkflows)
+	if err := b.eng.Signal(b.ctx, gate, "open", nil); err != nil {
+		t.Fatal(err)
+	}
+	b.idle()
+	wfWant(b, gate, api.WorkflowCompleted)
+	for _, id := range ids {
+		wfWant(b, id, api.WorkflowCompleted)
+	}
+	b.checkReplay()
+}
+
+// WF-7, RL-4: a waiter's resumption is its own unit, so a crash may keep a
+// dependency's completion without it. The wait is settled again when the
+// waiter's definition is registered at the next startup, before Start.
+// Here the waiter's definition is missing when the dependency completes,
+// which leaves the journal in that state.
+func TestWF7_WaitSatisfiedBeforeRestartSettlesAtStartup(t *testing.T) {
+	b := setup(t, nil)
+	dep := func() *api.Workflow { return api.NewWorkflow("dep").WaitForSignal("go") }
+	join := func() *api.Workflow {
+		return api.NewWorkflow("join").WaitForWorkflowsIn(api.All(), "deps").Then("after", wfReturn(nil))
+	}
+	wfRegister(t, b.eng, dep())
+	wfRegister(t, b.eng, join())
+	b.start()
+	d := wfDispatch(b, "dep", api.State{})
+	j := wfDispatch(b, "join", api.State{"deps": []string{d}})
+	b.idle()
+	b.reopen(func(e *api.Engine) { wfRegister(t, e, dep()) }) // join not registered
+	b.start()
+	if err := b.eng.Signal(b.ctx, d, "go", nil); err != nil {
+		t.Fatal(err)
+	}
+	b.idle()
+	wfWant(b, d, api.WorkflowCompleted)
+	wfWant(b, j, api.WorkflowWaitingWorkflows)
+	b.reopen(func(e *api.Engine) { wfRegister(t, e, dep()); wfRegister(t, e, join()) })
+	b.start()
+	b.idle()
+	wfWant(b, j, api.WorkflowCompleted)
+	b.checkReplay()
+}
