@@ -175,6 +175,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		WorkflowFunc:    e.workflowDef,
 		LookupFunc:      e.lookupWorkflow,
 		IdempotencyFunc: e.lookupIdempotency,
+		StateBytesMax:   opts.PayloadBytesMax,
 	}, st)
 	e.r = scheduler.NewRunner(scheduler.RunnerConfig{
 		Clock:                 clk,

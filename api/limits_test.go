@@ -345,3 +345,78 @@ func TestWF7_WaitSatisfiedBeforeRestartSettlesAtStartup(t *testing.T) {
 	wfWant(b, j, api.WorkflowCompleted)
 	b.checkReplay()
 }
+
+// fill returns a step that sets key to n bytes.
+func fill(key string, n int) api.StepFunc {
+	return func(context.Context, *api.Delivery, api.State) (api.State, error) {
+		return api.State{key: strings.Repeat("s", n)}, nil
+	}
+}
+
+// RL-11, WF-3: a workflow's public state travels in records (a child's
+// workflow_started) and in its terminal-index entry, which the journal
+// bounds. Steps whose outputs together grow the state past
+// PayloadBytesMax fail the workflow, with the sizes in its error, instead
+// of stopping the engine when it completes.
+func TestRL11_WorkflowStateOverTheLimitFailsTheWorkflow(t *testing.T) {
+	b := setup(t, nil)
+	wfRegister(t, b.eng, api.NewWorkflow("grow").
+		Then("a", fill("a", 400<<10)).Then("b", fill("b", 400<<10)).Then("c", fill("c", 400<<10)))
+	var ran sync.WaitGroup
+	ran.Add(1)
+	if err := api.Handle(b.eng, "h", func(context.Context, *api.Delivery, msg) error { ran.Done(); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	b.start()
+	id := wfDispatch(b, "grow", api.State{})
+	b.idle()
+	info := wfWant(b, id, api.WorkflowFailed)
+	if !strings.HasPrefix(info.Error, "workflow state is ") || !strings.HasSuffix(info.Error, "after step 1, limit 524288") {
+		t.Fatalf("error %q", info.Error)
+	}
+	// The engine goes on.
+	job := b.enqueue("h", msg{})
+	b.idle()
+	ran.Wait()
+	b.wantStatus(job, api.JobCompleted)
+	b.checkReplay()
+}
+
+// RL-11, WF-4: the branches of a Parallel step complete it with their
+// merged outputs, in one step_completed; merged past PayloadBytesMax, they
+// fail the workflow (four of 300 KiB would not even fit one record).
+func TestRL11_ParallelOutputsOverTheLimitFailTheWorkflow(t *testing.T) {
+	b := setup(t, nil)
+	wfRegister(t, b.eng, api.NewWorkflow("fan").
+		Parallel("wide", fill("w", 300<<10), fill("x", 300<<10), fill("y", 300<<10), fill("z", 300<<10)).Then("after", wfReturn(nil)))
+	b.start()
+	id := wfDispatch(b, "fan", api.State{})
+	b.idle()
+	info := wfWant(b, id, api.WorkflowFailed)
+	if !strings.HasPrefix(info.Error, "step 0 output is ") || !strings.HasSuffix(info.Error, "limit 524288") {
+		t.Fatalf("error %q", info.Error)
+	}
+	b.checkReplay()
+}
+
+// RL-11, WF-7: a WaitForWorkflows step completes with the public states
+// of the workflows it waited for; past PayloadBytesMax together (here
+// past RecordBytesMax too), the waiting workflow fails instead.
+func TestRL11_WaitResultOverTheLimitFailsTheWaiter(t *testing.T) {
+	b := setup(t, nil)
+	wfRegister(t, b.eng, api.NewWorkflow("dep").Then("load", fill("rows", 300<<10)))
+	wfRegister(t, b.eng, api.NewWorkflow("join").WaitForWorkflowsIn(api.All(), "deps").Into("results").Then("after", wfReturn(nil)))
+	b.start()
+	deps := make([]string, 4)
+	for i := range deps {
+		deps[i] = wfDispatch(b, "dep", api.State{})
+	}
+	b.idle()
+	j := wfDispatch(b, "join", api.State{"deps": deps})
+	b.idle()
+	info := wfWant(b, j, api.WorkflowFailed)
+	if !strings.HasPrefix(info.Error, "step 0 output is ") {
+		t.Fatalf("error %q", info.Error)
+	}
+	b.checkReplay()
+}

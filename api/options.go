@@ -85,8 +85,11 @@ type Options struct {
 	// engine. Nil means none.
 	QueueOptions map[string]QueueOptions
 
-	// PayloadBytesMax caps one job payload after encoding (RL-11). Zero
-	// means 512 KiB; valid 1 KiB..RecordBytesMax/2.
+	// PayloadBytesMax caps one job payload after encoding (RL-11), and a
+	// workflow's public state: a step whose output (merged branches, a
+	// wait's result) or whose merged state would be larger fails its
+	// workflow, with the sizes in its error. Zero means 512 KiB; valid
+	// 1 KiB..RecordBytesMax/2.
 	PayloadBytesMax int
 	// RecordBytesMax caps one journal record (RL-11). Zero means 1 MiB;
 	// valid 4 KiB..64 MiB. One group commit carries up to four times as

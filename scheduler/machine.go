@@ -48,6 +48,12 @@ type Config struct {
 	// IdempotencyFunc returns the workflow that used an idempotency key
 	// whose workflow left the state (WF-14).
 	IdempotencyFunc func(key string) (replay.Idempotent, bool)
+	// StateBytesMax bounds a workflow's public state and the output a step
+	// completes with (merged branches, a wait's result, a child's state):
+	// past it the workflow fails instead of going on, since its state is
+	// carried by records and by its terminal-index entry, which the
+	// journal bounds (RL-11). Zero means no bound.
+	StateBytesMax int
 }
 
 // IndexEntry sets the terminal-index value of an id in the same append as

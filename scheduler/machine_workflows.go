@@ -245,7 +245,18 @@ func (m *Machine) completeStep(d *Decision, now time.Time, w *replay.Workflow, o
 		m.expire(d, now, w, DetectedByStepBoundary)
 		return
 	}
+	limit := m.cfg.StateBytesMax
+	if limit > 0 && len(output) > limit {
+		m.fail(d, now, w, fmt.Sprintf("step %d output is %d bytes, limit %d", w.Step, len(output), limit))
+		return
+	}
 	m.emit(d, w.ID, &record.StepCompleted{WorkflowID: w.ID, Step: w.Step, Next: w.Step + 1, Output: output, Consumed: consumed})
+	if limit > 0 && len(w.State) > limit {
+		if pub, _ := replay.PublicState(w.State); len(pub) > limit {
+			m.fail(d, now, w, fmt.Sprintf("workflow state is %d bytes after step %d, limit %d", len(pub), w.Step-1, limit))
+			return
+		}
+	}
 	m.enter(d, now, w)
 }
 
