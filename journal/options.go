@@ -13,6 +13,8 @@ import (
 const (
 	GroupRecordsMaxDefault  = 1024
 	GroupBytesMaxDefault    = 4 << 20
+	UnitRecordsMaxDefault   = 1 << 16
+	UnitBytesMaxDefault     = 256 << 20
 	QueueDepthDefault       = 4096
 	SnapshotBytesMaxDefault = 64 << 20
 
@@ -46,16 +48,23 @@ type Options struct {
 	// lower it below records the journal already holds.
 	RecordBytesMax int
 
-	// GroupRecordsMax caps the records one group commit carries. Zero means
-	// 1024. Range 1 to 65536. One append, or one unit of
-	// [Journal.AppendUnits], may not exceed it (its records commit in one
-	// batch).
+	// GroupRecordsMax caps the records one group commit gathers from
+	// several appends. Zero means 1024. Range 1 to 65536. An append (or a
+	// unit of [Journal.AppendUnits]) with more records commits alone, in a
+	// group of its own, up to UnitRecordsMax.
 	GroupRecordsMax int
 
 	// GroupBytesMax caps the envelope and index bytes one group commit
-	// carries. Zero means 4 MiB. Range RecordBytesMax to 1 GiB. One append,
-	// or one unit of [Journal.AppendUnits], may not exceed it.
+	// gathers from several appends. Zero means 4 MiB. Range RecordBytesMax
+	// to 1 GiB. A larger append (or unit) commits alone, up to UnitBytesMax.
 	GroupBytesMax int
+
+	// UnitRecordsMax and UnitBytesMax cap one atomic append (or unit of
+	// [Journal.AppendUnits]), which must commit in one batch however large
+	// (RL-4): larger is [record.ErrTooLarge]. Zero means 65536 records and
+	// 256 MiB. Ranges GroupRecordsMax to 65536 and GroupBytesMax to 1 GiB.
+	UnitRecordsMax int
+	UnitBytesMax   int
 
 	// QueueDepth is the number of appends (and snapshot or checkpoint
 	// requests) that may wait for the writer; further callers block until
@@ -101,6 +110,12 @@ func (o Options) withDefaults() Options {
 	if o.GroupBytesMax == 0 {
 		o.GroupBytesMax = GroupBytesMaxDefault
 	}
+	if o.UnitRecordsMax == 0 {
+		o.UnitRecordsMax = max(UnitRecordsMaxDefault, o.GroupRecordsMax)
+	}
+	if o.UnitBytesMax == 0 {
+		o.UnitBytesMax = max(UnitBytesMaxDefault, o.GroupBytesMax)
+	}
 	if o.QueueDepth == 0 {
 		o.QueueDepth = QueueDepthDefault
 	}
@@ -123,6 +138,10 @@ func (o Options) validate() error {
 		return &OptionError{Field: "GroupRecordsMax", Value: o.GroupRecordsMax, Reason: "must be between 1 and 65536"}
 	case o.GroupBytesMax < o.RecordBytesMax || o.GroupBytesMax > groupBytesMaxHigh:
 		return &OptionError{Field: "GroupBytesMax", Value: o.GroupBytesMax, Reason: "must be between RecordBytesMax and 1 GiB"}
+	case o.UnitRecordsMax < o.GroupRecordsMax || o.UnitRecordsMax > groupRecordsMaxHigh:
+		return &OptionError{Field: "UnitRecordsMax", Value: o.UnitRecordsMax, Reason: "must be between GroupRecordsMax and 65536"}
+	case o.UnitBytesMax < o.GroupBytesMax || o.UnitBytesMax > groupBytesMaxHigh:
+		return &OptionError{Field: "UnitBytesMax", Value: o.UnitBytesMax, Reason: "must be between GroupBytesMax and 1 GiB"}
 	case o.QueueDepth < 1 || o.QueueDepth > queueDepthMaxHigh:
 		return &OptionError{Field: "QueueDepth", Value: o.QueueDepth, Reason: "must be between 1 and 1048576"}
 	case o.SnapshotBytesMax < recordBytesMaxLow || o.SnapshotBytesMax > snapshotBytesHigh:

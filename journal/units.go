@@ -26,10 +26,11 @@ type Unit struct{ Records, Index int }
 // a group. Units that do not fit in one group together (GroupRecordsMax,
 // GroupBytesMax) are packed greedily, in order, into consecutive groups,
 // so the call as a whole is not atomic: a crash may keep only a prefix of
-// its units. A unit is never split, so a unit with more than
-// GroupRecordsMax records or GroupBytesMax bytes (record envelopes plus
-// index IDs and values) fails the call with an error wrapping
-// [record.ErrTooLarge] naming the unit. Every record is validated and
+// its units. A unit is never split: one larger than a group commits alone,
+// in a group of its own, and one with more than UnitRecordsMax records or
+// UnitBytesMax bytes (record envelopes plus index IDs and values) fails
+// the call with an error wrapping [record.ErrTooLarge] naming the unit.
+// Every record is validated and
 // encoded, and every unit's size checked, in the caller's goroutine before
 // anything joins a group: a bad record or unit fails the whole call, with
 // the errors of [Journal.Append], and appends nothing.
@@ -61,9 +62,9 @@ func (j *Journal) appendUnits(ctx context.Context, index []IndexEntry, recs []re
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("journal: append of %d records to stream %q: %w", len(recs), recs[0].Stream, err)
 	}
-	if len(units) == 0 && len(recs) > j.opts.GroupRecordsMax {
-		return nil, fmt.Errorf("journal: append: %w: %d records, GroupRecordsMax is %d",
-			record.ErrTooLarge, len(recs), j.opts.GroupRecordsMax)
+	if len(units) == 0 && len(recs) > j.opts.UnitRecordsMax {
+		return nil, fmt.Errorf("journal: append: %w: %d records, UnitRecordsMax is %d",
+			record.ErrTooLarge, len(recs), j.opts.UnitRecordsMax)
 	}
 	if err := j.checkUnits(len(index), len(recs), units); err != nil {
 		return nil, err
@@ -92,13 +93,14 @@ func (j *Journal) appendUnits(ctx context.Context, index []IndexEntry, recs []re
 		}
 		size += indexEntryBytes(e)
 	}
-	if len(recs) > j.opts.GroupRecordsMax || size > j.opts.GroupBytesMax {
-		if len(units) == 0 {
-			putRequest(r)
-			return nil, fmt.Errorf("journal: append of %d records: %w: %d bytes, GroupBytesMax is %d",
-				len(recs), record.ErrTooLarge, size, j.opts.GroupBytesMax)
-		}
+	if len(units) > 1 && (len(recs) > j.opts.GroupRecordsMax || size > j.opts.GroupBytesMax) {
 		return j.appendSplit(ctx, r, index, units)
+	}
+	// One unit: in one group, alone if it is larger than a group.
+	if size > j.opts.UnitBytesMax {
+		putRequest(r)
+		return nil, fmt.Errorf("journal: append of %d records: %w: %d bytes, UnitBytesMax is %d",
+			len(recs), record.ErrTooLarge, size, j.opts.UnitBytesMax)
 	}
 	r.index, r.bytes = index, size
 	if err := j.join(ctx, r, false); err != nil {
@@ -129,9 +131,9 @@ func (j *Journal) checkUnits(nIndex, nRecs int, units []Unit) error {
 			return fmt.Errorf("journal: append unit %d of %d: %w: %d records and %d index entries (a unit holds at least one record)",
 				k+1, len(units), record.ErrInvalid, u.Records, u.Index)
 		}
-		if u.Records > j.opts.GroupRecordsMax {
-			return fmt.Errorf("journal: append unit %d of %d: %w: %d records, GroupRecordsMax is %d",
-				k+1, len(units), record.ErrTooLarge, u.Records, j.opts.GroupRecordsMax)
+		if u.Records > j.opts.UnitRecordsMax {
+			return fmt.Errorf("journal: append unit %d of %d: %w: %d records, UnitRecordsMax is %d",
+				k+1, len(units), record.ErrTooLarge, u.Records, j.opts.UnitRecordsMax)
 		}
 		if u.Records > nRecs-recs || u.Index > nIndex-index {
 			return fmt.Errorf("journal: append unit %d of %d: %w: units 1 to %d hold more than the %d records and %d index entries of the call",
@@ -171,9 +173,9 @@ func (j *Journal) appendSplit(ctx context.Context, r *request, index []IndexEntr
 		for _, e := range index[ii : ii+u.Index] {
 			us += indexEntryBytes(e)
 		}
-		if us > j.opts.GroupBytesMax {
-			err := fmt.Errorf("journal: append unit %d of %d (%d records, stream %q): %w: %d bytes, GroupBytesMax is %d",
-				k+1, len(units), u.Records, all[ri].Stream, record.ErrTooLarge, us, j.opts.GroupBytesMax)
+		if us > j.opts.UnitBytesMax {
+			err := fmt.Errorf("journal: append unit %d of %d (%d records, stream %q): %w: %d bytes, UnitBytesMax is %d",
+				k+1, len(units), u.Records, all[ri].Stream, record.ErrTooLarge, us, j.opts.UnitBytesMax)
 			putRequest(r) // not before: all is r's
 			return nil, err
 		}

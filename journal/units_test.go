@@ -90,12 +90,14 @@ func (c unitsCall) unitBytes(t fataler, recordBytesMax int) []int {
 
 // packModel is the packing AppendUnits promises a sole writer: units in
 // order, a new group started only when the next unit does not fit in the
-// current one. It returns whether each unit starts a group, or ok false
-// when some unit cannot fit in any group.
-func packModel(c unitsCall, bytes []int, recsMax, bytesMax int) (starts []bool, ok bool) {
+// current one, so a unit larger than a group is alone in its own. It
+// returns whether each unit starts a group, or ok false when some unit is
+// over the unit caps.
+func packModel(c unitsCall, bytes []int, o Options) (starts []bool, ok bool) {
+	recsMax, bytesMax := o.GroupRecordsMax, o.GroupBytesMax
 	n, size := 0, 0
 	for k, u := range c.units {
-		if u.Records > recsMax || bytes[k] > bytesMax {
+		if u.Records > o.UnitRecordsMax || bytes[k] > o.UnitBytesMax {
 			return nil, false
 		}
 		start := k == 0 || n+u.Records > recsMax || size+bytes[k] > bytesMax
@@ -172,8 +174,10 @@ func checkUnitsAppended(t fataler, j *Journal, c unitsCall, base uint64, seqs []
 				t.Fatalf("Index(%s) = %q %v %v, want %q", e.ID, v, ok, err, e.Value)
 			}
 		}
-		if groupRecs > j.opts.GroupRecordsMax || groupBytes > j.opts.GroupBytesMax {
-			t.Fatalf("the group of unit %d holds %d records and %d bytes, over GroupRecordsMax %d or GroupBytesMax %d",
+		// A group over the caps holds one unit alone.
+		over := groupRecs > j.opts.GroupRecordsMax || groupBytes > j.opts.GroupBytesMax
+		if over && (groupRecs != u.Records || k+1 < len(c.units) && !starts[k+1]) {
+			t.Fatalf("the group of unit %d holds %d records and %d bytes, over GroupRecordsMax %d or GroupBytesMax %d, and not that unit alone",
 				k+1, groupRecs, groupBytes, j.opts.GroupRecordsMax, j.opts.GroupBytesMax)
 		}
 		prevAt = at
@@ -187,7 +191,7 @@ func checkUnitsAppended(t fataler, j *Journal, c unitsCall, base uint64, seqs []
 // test, and checks it all with packModel's packing.
 func appendUnitsChecked(t *testing.T, j *Journal, c unitsCall) {
 	t.Helper()
-	starts, ok := packModel(c, c.unitBytes(t, j.opts.RecordBytesMax), j.opts.GroupRecordsMax, j.opts.GroupBytesMax)
+	starts, ok := packModel(c, c.unitBytes(t, j.opts.RecordBytesMax), j.opts)
 	if !ok {
 		t.Fatal("test bug: a unit is too large")
 	}
@@ -268,7 +272,7 @@ func TestAppendUnitsNeverSplitsAUnit(t *testing.T) { // RL-4
 		// Units of about 1.5 KiB (two records plus an index value): two
 		// never fit in a group, half of the next one always would.
 		c := makeUnits("b", []unitShape{{recs: 2, index: 1, pad: 500, ipad: 400}, {recs: 2, index: 1, pad: 500, ipad: 400}, {recs: 2, index: 1, pad: 500, ipad: 400}})
-		starts, ok := packModel(c, c.unitBytes(t, 1<<10), GroupRecordsMaxDefault, 2<<10)
+		starts, ok := packModel(c, c.unitBytes(t, 1<<10), j.opts)
 		if !ok || !starts[1] || !starts[2] {
 			t.Fatalf("test bug: units must not share groups (%v %v)", starts, ok)
 		}
@@ -306,29 +310,62 @@ func refused(t *testing.T, j *Journal, c unitsCall, want error, msg string) {
 
 func TestAppendUnitsUnitTooLarge(t *testing.T) { // RL-4, RL-11
 	t.Parallel()
-	j := openJ(t, vfs.NewMem(), "db", Options{RecordBytesMax: 1 << 10, GroupBytesMax: 2 << 10, GroupRecordsMax: 4})
+	j := openJ(t, vfs.NewMem(), "db", Options{Clock: newTickClock(), RecordBytesMax: 1 << 10, GroupBytesMax: 2 << 10, GroupRecordsMax: 4,
+		UnitBytesMax: 3 << 10, UnitRecordsMax: 6})
 	defer func() { _ = j.Close() }()
 	mustAppend(t, j, debugRec("wf_before", "before"))
 	small := unitShape{recs: 2, index: 1, pad: 500}
-	// Unit 2 is over GroupBytesMax by its records; units 1 and 3 alone
+	// Unit 2 is over UnitBytesMax by its records; units 1 and 3 alone
 	// would each fit in a group, and do go in when unit 2 is left out.
-	c := makeUnits("b", []unitShape{small, {recs: 3, pad: 800}, small})
+	c := makeUnits("b", []unitShape{small, {recs: 4, pad: 800}, small})
 	refused(t, j, c, record.ErrTooLarge, "unit 2 of 3")
 	// ... or by an index value.
-	refused(t, j, makeUnits("i", []unitShape{small, small, {recs: 1, index: 2, pad: 100, ipad: 1000}}), record.ErrTooLarge, "unit 3 of 3")
-	// ... or over GroupRecordsMax.
-	refused(t, j, makeUnits("r", []unitShape{{recs: 1}, {recs: 5}, {recs: 1}}), record.ErrTooLarge, "unit 2 of 3")
-	// Nil units: one unit, exactly AppendIndexed's limits.
-	c = makeUnits("nb", []unitShape{{recs: 3, pad: 800}})
+	refused(t, j, makeUnits("i", []unitShape{small, small, {recs: 1, index: 3, pad: 100, ipad: 1000}}), record.ErrTooLarge, "unit 3 of 3")
+	// ... or over UnitRecordsMax.
+	refused(t, j, makeUnits("r", []unitShape{{recs: 1}, {recs: 7}, {recs: 1}}), record.ErrTooLarge, "unit 2 of 3")
+	// Nil units: one unit, under the same caps.
+	c = makeUnits("nb", []unitShape{{recs: 4, pad: 800}})
 	c.units = nil
-	refused(t, j, c, record.ErrTooLarge, "GroupBytesMax")
-	c = makeUnits("n", []unitShape{{recs: 5}})
+	refused(t, j, c, record.ErrTooLarge, "UnitBytesMax")
+	c = makeUnits("n", []unitShape{{recs: 7}})
 	c.units = nil
-	refused(t, j, c, record.ErrTooLarge, "GroupRecordsMax")
+	refused(t, j, c, record.ErrTooLarge, "UnitRecordsMax")
 	ok := makeUnits("ok", []unitShape{small, small, small})
 	if _, err := j.AppendUnits(context.Background(), ok.index, ok.recs, ok.units); err != nil {
 		t.Fatalf("the same units without the large one: %v", err)
 	}
+}
+
+// A unit larger than a group, but within the unit caps, commits alone in
+// a group of its own (RL-4: it must be one batch), between the groups of
+// its neighbours; a lone append as large does too.
+func TestAppendUnitsLargerThanAGroupGoAlone(t *testing.T) { // RL-4, RL-11
+	t.Parallel()
+	j := openJ(t, vfs.NewMem(), "db", Options{Clock: newTickClock(), RecordBytesMax: 1 << 10, GroupBytesMax: 2 << 10, GroupRecordsMax: 4})
+	defer func() { _ = j.Close() }()
+	small := unitShape{recs: 1, pad: 100}
+	for _, c := range []unitsCall{
+		makeUnits("b", []unitShape{small, {recs: 3, pad: 900}, small}), // over GroupBytesMax
+		makeUnits("r", []unitShape{small, {recs: 9}, small, small}),    // over GroupRecordsMax
+	} {
+		starts, ok := packModel(c, c.unitBytes(t, 1<<10), j.opts)
+		if !ok || !starts[1] || !starts[2] {
+			t.Fatalf("test bug: the large unit must be alone (%v %v)", starts, ok)
+		}
+		base := j.LastSeq()
+		seqs, err := j.AppendUnits(context.Background(), c.index, c.recs, c.units)
+		if err != nil {
+			t.Fatalf("AppendUnits: %v", err)
+		}
+		checkUnitsAppended(t, j, c, base, seqs, starts)
+	}
+	c := makeUnits("lone", []unitShape{{recs: 9, pad: 300}})
+	base := j.LastSeq()
+	seqs, err := j.AppendIndexed(context.Background(), c.index, c.recs...)
+	if err != nil {
+		t.Fatalf("AppendIndexed of 9 records: %v", err)
+	}
+	checkUnitsAppended(t, j, c, base, seqs, []bool{true})
 }
 
 func TestAppendUnitsBadUnits(t *testing.T) { // RL-4
@@ -644,8 +681,9 @@ func (c *waitingCtx) Done() <-chan struct{} {
 }
 
 // TestAppendUnitsProperty draws unit shapes and limits: a call with a unit
-// too large for a group is refused whole, any other is appended in order,
-// packed greedily, never splitting a unit, with its index entries.
+// over the unit caps is refused whole, any other is appended in order,
+// packed greedily, never splitting a unit (one larger than a group is
+// alone in its own), with its index entries.
 func TestAppendUnitsProperty(t *testing.T) { // RL-4, RL-11
 	t.Parallel()
 	rapid.Check(t, func(rt *rapid.T) {
@@ -656,6 +694,8 @@ func TestAppendUnitsProperty(t *testing.T) { // RL-4, RL-11
 			GroupBytesMax:   rapid.IntRange(1<<10, 6<<10).Draw(rt, "group_bytes_max"),
 			QueueDepth:      rapid.IntRange(1, 4).Draw(rt, "queue_depth"),
 		}
+		opts.UnitRecordsMax = opts.GroupRecordsMax + rapid.IntRange(0, 4).Draw(rt, "unit_records_over")
+		opts.UnitBytesMax = opts.GroupBytesMax + rapid.IntRange(0, 2<<10).Draw(rt, "unit_bytes_over")
 		j, err := Open("db", withFS(opts, vfs.NewMem()))
 		if err != nil {
 			rt.Fatalf("Open: %v", err)
@@ -676,7 +716,7 @@ func TestAppendUnitsProperty(t *testing.T) { // RL-4, RL-11
 			if rapid.Bool().Draw(rt, "nil_units") {
 				c.units = []Unit{{Records: len(c.recs), Index: len(c.index)}}
 			}
-			starts, fits := packModel(c, c.unitBytes(rt, opts.RecordBytesMax), opts.GroupRecordsMax, opts.GroupBytesMax)
+			starts, fits := packModel(c, c.unitBytes(rt, opts.RecordBytesMax), j.opts)
 			units := c.units
 			if len(units) == 1 && rapid.Bool().Draw(rt, "as_nil") {
 				units = nil
@@ -685,7 +725,7 @@ func TestAppendUnitsProperty(t *testing.T) { // RL-4, RL-11
 			seqs, err := j.AppendUnits(context.Background(), c.index, c.recs, units)
 			if !fits {
 				if !errors.Is(err, record.ErrTooLarge) || j.LastSeq() != base || j.m.taken.Load() != taken {
-					rt.Fatalf("call with a unit too large for a group: %v, LastSeq %d (was %d), want ErrTooLarge and nothing appended", err, j.LastSeq(), base)
+					rt.Fatalf("call with a unit over the unit caps: %v, LastSeq %d (was %d), want ErrTooLarge and nothing appended", err, j.LastSeq(), base)
 				}
 				continue
 			}

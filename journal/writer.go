@@ -103,9 +103,10 @@ var groupPool = sync.Pool{New: func() any { return &group{} }}
 // which are consecutive. Each record is validated and encoded in the
 // caller's goroutine before it joins a group, so a bad record fails only
 // its own append, with an error wrapping [record.ErrInvalid] or
-// [record.ErrTooLarge]; an append larger than GroupRecordsMax or
-// GroupBytesMax is ErrTooLarge ([Journal.AppendUnits] spreads such an
-// append, cut into atomic units, over several groups).
+// [record.ErrTooLarge]. An append larger than GroupRecordsMax or
+// GroupBytesMax commits alone, in a group of its own; one larger than
+// UnitRecordsMax or UnitBytesMax is ErrTooLarge ([Journal.AppendUnits]
+// spreads a large append, cut into atomic units, over several groups).
 //
 // If ctx ends while the call waits for a queue slot (QueueDepth appends
 // are pending) or for room in a group, Append returns ctx's error and
