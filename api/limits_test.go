@@ -287,9 +287,10 @@ func TestRL11_DeadlinesPassingTogetherBeyondOneGroup(t *testing.T) {
 	b.checkReplay()
 }
 
-// RL-11, WF-7: more workflows than one group commit holds wait for one
-// workflow. When it completes, each waiter resumes in its own unit, so the
-// completion spreads over groups and every waiter completes.
+// WF-11, RL-4: more workflows than one group commit holds wait for one
+// workflow. Its completion and every waiter's resumption are one atomic
+// unit, larger than a group: the journal commits it alone, in a group of
+// its own, and every waiter completes.
 func TestRL11_ManyWaitersOfOneWorkflowResume(t *testing.T) {
 	b := setup(t, nil)
 	wfRegister(t, b.eng, api.NewWorkflow("gate").WaitForSignal("open"))
@@ -314,11 +315,9 @@ func TestRL11_ManyWaitersOfOneWorkflowResume(t *testing.T) {
 	b.checkReplay()
 }
 
-// WF-7, RL-4: a waiter's resumption is its own unit, so a crash may keep a
-// dependency's completion without it. The wait is settled again when the
-// waiter's definition is registered at the next startup, before Start.
-// Here the waiter's definition is missing when the dependency completes,
-// which leaves the journal in that state.
+// WF-7: a wait whose dependency completed while the waiter's definition
+// was not registered is settled when the definition is registered at the
+// next startup, before Start.
 func TestWF7_WaitSatisfiedBeforeRestartSettlesAtStartup(t *testing.T) {
 	b := setup(t, nil)
 	dep := func() *api.Workflow { return api.NewWorkflow("dep").WaitForSignal("go") }

@@ -342,8 +342,9 @@ func (m *Machine) buryPending(d *Decision, wfID, code, msg string) {
 }
 
 // react applies the consequences of w reaching status for its parent
-// (WF-8, WD-15), in the same unit, and for the workflows waiting on it
-// (WF-7), each in a unit of its own.
+// (WF-8, WD-15) and the workflows waiting on it (WF-7), in the same unit
+// (WF-11): with many waiters it is larger than a group commit, and the
+// journal commits it alone, in a group of its own.
 func (m *Machine) react(d *Decision, now time.Time, w *replay.Workflow, status replay.WorkflowStatus, pub []byte, msg string) {
 	if p := m.st.Workflows[w.ParentID]; p != nil && p.Step == w.ParentStep && p.Child == w.ID &&
 		(p.Status == replay.WorkflowRunning || p.Status == replay.WorkflowPaused) {
@@ -371,11 +372,6 @@ func (m *Machine) react(d *Decision, now time.Time, w *replay.Workflow, status r
 			keep = append(keep, id)
 			continue
 		}
-		// Each waiter is its own unit, so that any number of them fits the
-		// journal. WF-7 asks no common append of them: if a crash keeps
-		// only some, registering x's definition at startup settles the
-		// others' waits (WorkflowRegistered).
-		d.cut()
 		if !m.settleWorkflowsWait(d, now, x, &def.Steps[x.Step], x.Wait.Workflows, true) {
 			keep = append(keep, id)
 		}
