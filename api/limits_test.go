@@ -11,6 +11,7 @@ import (
 
 	"github.com/quire-dev/quire/api"
 	"github.com/quire-dev/quire/journal/record"
+	"github.com/quire-dev/quire/scheduler"
 )
 
 type blob struct {
@@ -417,5 +418,94 @@ func TestRL11_WaitResultOverTheLimitFailsTheWaiter(t *testing.T) {
 	if !strings.HasPrefix(info.Error, "step 0 output is ") {
 		t.Fatalf("error %q", info.Error)
 	}
+	b.checkReplay()
+}
+
+// RL-11: the text a handler, a guard or an on-deadline handler hands the
+// engine is recorded clipped, so that no settlement or debug record can
+// outgrow RecordBytesMax: a 2 MiB error code buries the job with the code
+// cut to scheduler.FailureCodeBytesMax.
+func TestRL11_HandlerErrorCodeIsClipped(t *testing.T) {
+	code := strings.Repeat("C", 2<<20)
+	for _, tc := range []struct {
+		name string
+		opts []api.JobOption
+		fn   api.HandlerFunc[msg]
+	}{
+		{"permanent", nil, func(context.Context, *api.Delivery, msg) error { return api.Permanent(code, errors.New("boom")) }},
+		{"guard", []api.JobOption{api.WithGuards(func(context.Context, *api.Delivery) error {
+			return api.Permanent(code, nil)
+		})}, func(context.Context, *api.Delivery, msg) error { return nil }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := setup(t, nil)
+			if err := api.Handle(b.eng, "h", tc.fn, tc.opts...); err != nil {
+				t.Fatal(err)
+			}
+			b.start()
+			id := b.enqueue("h", msg{})
+			b.idle()
+			j := b.wantStatus(id, api.JobBuried)
+			if j.LastCode != strings.Repeat("C", scheduler.FailureCodeBytesMax) {
+				t.Fatalf("recorded code of %d bytes, want %d", len(j.LastCode), scheduler.FailureCodeBytesMax)
+			}
+			b.checkReplay()
+		})
+	}
+}
+
+// RL-11, WD-10: an on-deadline handler's failure is recorded in a debug
+// record with its message clipped to scheduler.FailureMessageBytesMax.
+func TestRL11_DeadlineHandlerFailureIsClipped(t *testing.T) {
+	for _, tc := range []struct {
+		name, code string
+		fn         api.DeadlineFunc
+	}{
+		{"error", "DEADLINE_HANDLER_failed", func(context.Context, api.State) error { return errors.New(strings.Repeat("e", 2<<20)) }},
+		{"panic", "DEADLINE_HANDLER_panicked", func(context.Context, api.State) error { panic(strings.Repeat("p", 2<<20)) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := setup(t, nil)
+			if err := api.HandleDeadline(b.eng, "dh", tc.fn); err != nil {
+				t.Fatal(err)
+			}
+			wfRegister(t, b.eng, api.NewWorkflow("w").Then("a", wfReturn(nil)).OnQueue("held").
+				MustCompleteWithin(time.Second).OnDeadline("dh"))
+			if err := b.eng.PauseQueue(b.ctx, "held"); err != nil {
+				t.Fatal(err)
+			}
+			b.start()
+			wfDispatch(b, "w", api.State{})
+			b.idle()
+			b.advance(time.Minute)
+			debugs := b.debugRecords(tc.code)
+			if len(debugs) != 1 || len(debugs[0].Message) > scheduler.FailureMessageBytesMax || len(debugs[0].Message) < 100 {
+				t.Fatalf("debug records %d, message %d bytes", len(debugs), len(debugs[0].Message))
+			}
+			b.checkReplay()
+		})
+	}
+}
+
+// RL-11, WF-7: a WaitForWorkflowsIn id read from the state that is no
+// workflow id (here 512 KiB long) fails the workflow, with an error
+// clipped to scheduler.FailureMessageBytesMax; cancelling it then indexes
+// a summary that fits a record.
+func TestRL11_InvalidWaitIDFailsTheWorkflowWithABoundedError(t *testing.T) {
+	b := setup(t, nil)
+	wfRegister(t, b.eng, api.NewWorkflow("w").WaitForWorkflowsIn(api.All(), "ids"))
+	b.start()
+	// {"ids": [id]} encodes to 11 + len(id) bytes: exactly PayloadBytesMax.
+	id := wfDispatch(b, "w", api.State{"ids": []any{strings.Repeat("w", api.PayloadBytesMaxDefault-11)}})
+	b.idle()
+	info := wfWant(b, id, api.WorkflowFailed)
+	if len(info.Error) > scheduler.FailureMessageBytesMax || !strings.Contains(info.Error, "invalid workflow id") {
+		t.Fatalf("error of %d bytes: %.120q", len(info.Error), info.Error)
+	}
+	if err := b.eng.CancelWorkflow(b.ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	b.idle()
+	wfWant(b, id, api.WorkflowCancelled)
 	b.checkReplay()
 }

@@ -753,6 +753,7 @@ func (r *Runner) settleAttempt(a *attempt, now time.Time) {
 		// DL-6, DL-23: accounting follows the first reason, not the error.
 		f.Release = f.Release || (hasReason && reason != deadlines.ReasonDeliveryTimeout)
 		// User text is bounded so that a settlement always fits a record.
+		f.Code = clip(f.Code, FailureCodeBytesMax)
 		f.Message, f.Stack = clip(f.Message, FailureMessageBytesMax), clip(f.Stack, FailureStackBytesMax)
 		res.Failure = &f
 	}
@@ -794,7 +795,11 @@ func (r *Runner) decideSettlement(now time.Time, res Result, a *attempt, codes [
 
 // Bounds of the user-provided text a settlement records.
 const (
-	// FailureMessageBytesMax bounds a failure's message.
+	// FailureCodeBytesMax bounds a failure's code.
+	FailureCodeBytesMax = 128
+	// FailureMessageBytesMax bounds a failure's message, and the error a
+	// workflow fails with or an on-deadline handler's failure is recorded
+	// with.
 	FailureMessageBytesMax = 1 << 10
 	// FailureStackBytesMax bounds a recovered panic's stack.
 	FailureStackBytesMax = 2 << 10

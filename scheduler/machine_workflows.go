@@ -305,6 +305,10 @@ func (m *Machine) lookup(id string) (WorkflowSummary, bool) {
 // fail fails a workflow with msg (WF-20): workflow_failed, then job_buried
 // for its pending jobs, then the reactions of its parent and dependants.
 func (m *Machine) fail(d *Decision, now time.Time, w *replay.Workflow, msg string) {
+	// The error carries user text (a step's error, a dependency's id): it
+	// is bounded so that the record, and a later summary with the state,
+	// always fit (RL-11).
+	msg = clip(msg, FailureMessageBytesMax)
 	m.emit(d, w.ID, &record.WorkflowFailed{WorkflowID: w.ID, Step: w.Step, Error: msg, At: now.UnixNano()})
 	m.buryPending(d, w.ID, CodeWorkflowFailed, msg)
 	pub, _ := replay.PublicState(w.State)
@@ -414,6 +418,11 @@ func (m *Machine) waitIDs(w *replay.Workflow, step *StepDef) ([]string, error) {
 			s, ok := v.(string)
 			if !ok {
 				return nil, fmt.Errorf("step %q: state key %q holds a non-string id", step.Name, step.FromKey)
+			}
+			// A workflow id is a stream id: a string that is not one names
+			// no workflow, and the journal would refuse it as an index key.
+			if err := record.ValidateStream(s); err != nil {
+				return nil, fmt.Errorf("step %q: state key %q holds an invalid workflow id: %v", step.Name, step.FromKey, err)
 			}
 			ids = append(ids, s)
 		}
@@ -734,7 +743,8 @@ func (m *Machine) DeadlineHandlerDone(run DeadlineRun, outcome, msg string) Deci
 	delete(m.handling, run.Expiry)
 	m.emit(&d, run.WorkflowID, &record.DeadlineHandlerFinished{WorkflowID: run.WorkflowID, Expiry: run.Expiry, Outcome: outcome})
 	if outcome != HandlerOK {
-		m.emit(&d, record.EngineStream, &record.Debug{Subject: run.WorkflowID, Code: "DEADLINE_HANDLER_" + outcome, Message: msg})
+		m.emit(&d, record.EngineStream, &record.Debug{Subject: run.WorkflowID, Code: "DEADLINE_HANDLER_" + outcome,
+			Message: clip(msg, FailureMessageBytesMax)})
 	}
 	return d
 }
