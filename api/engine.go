@@ -149,7 +149,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 
 	j, err := journal.Open(opts.Dir, journal.Options{
 		FS: opts.FS, Clock: clk, RecordBytesMax: opts.RecordBytesMax, DiskSlowThreshold: opts.DiskSlowThreshold,
-		GroupBytesMax: groupBytesMax(opts.RecordBytesMax),
+		GroupBytesMax: groupBytesMax(opts.RecordBytesMax), UnitBytesMax: unitBytesMax(opts.RecordBytesMax),
 	})
 	if err != nil {
 		return nil, e.rollBack("open journal", fmt.Errorf("quire: open journal %s: %w", opts.Dir, err))

@@ -92,8 +92,14 @@ type Options struct {
 	// 1 KiB..RecordBytesMax/2.
 	PayloadBytesMax int
 	// RecordBytesMax caps one journal record (RL-11). Zero means 1 MiB;
-	// valid 4 KiB..64 MiB. One group commit carries up to four times as
-	// many bytes, and at least 4 MiB.
+	// valid 64 KiB..64 MiB. One group commit carries up to four times as
+	// many bytes, and at least 4 MiB. Every record the engine writes must
+	// fit, or the engine stops for good (RL-2); the 64 KiB floor
+	// ([RecordBytesMin]) holds the largest settlement (a step output of
+	// PayloadBytesMax, at most half a record, or a failure clipped to a
+	// 1 KiB message and a 2 KiB stack, with the audit of up to
+	// [MiddlewareMax] middleware) and the largest workflow_waiting
+	// ([SignalNamesMax] names or [WaitWorkflowsMax] ids).
 	RecordBytesMax int
 	// SnapshotEvery is the number of records between state snapshots, which
 	// bound the records replayed at open (RL-12). Zero means 10 000; valid
@@ -153,7 +159,7 @@ const (
 	PayloadBytesMaxDefault = 512 << 10
 	PayloadBytesMin        = 1 << 10
 	RecordBytesMaxDefault  = record.RecordBytesMaxDefault
-	RecordBytesMin         = 4 << 10
+	RecordBytesMin         = 64 << 10
 	RecordBytesMaxLimit    = 64 << 20
 	SnapshotEveryDefault   = 10_000
 	SnapshotEveryMin       = 100
@@ -349,10 +355,31 @@ func validateName(s string) error {
 	return nil
 }
 
+// validateID checks an id a caller names, such as a workflow id, against
+// the journal's rule for stream and index ids (record.ValidateStream): 1
+// to record.StreamIDBytesMax bytes.
+func validateID(s string) error {
+	if s == "" {
+		return errors.New("must not be empty")
+	}
+	if len(s) > record.StreamIDBytesMax {
+		return fmt.Errorf("is %d bytes, limit %d", len(s), record.StreamIDBytesMax)
+	}
+	return nil
+}
+
 // groupBytesMax is the journal's cap on the bytes of one group commit:
 // room for four records of recordBytesMax, since a settlement with its
 // follow-ups and its workflow's records is one atomic append that must
 // fit in one group, and never below the journal's default (RL-11).
 func groupBytesMax(recordBytesMax int) int {
 	return max(journal.GroupBytesMaxDefault, 4*recordBytesMax)
+}
+
+// unitBytesMax is the journal's cap on one atomic append, which commits
+// alone when it is larger than a group: room for the largest a workflow
+// definition can make (SubWorkflowChainMax states of up to half a record,
+// at most half of it), and never below the journal's default.
+func unitBytesMax(recordBytesMax int) int {
+	return max(journal.UnitBytesMaxDefault, 16*recordBytesMax)
 }

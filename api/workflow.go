@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/quire-dev/quire/deadlines"
+	"github.com/quire-dev/quire/internal/invariant"
 	"github.com/quire-dev/quire/journal/record"
 	"github.com/quire-dev/quire/scheduler"
 )
@@ -48,6 +49,47 @@ func Any() WaitMode { return WaitMode{mode: scheduler.ModeAny} }
 // Quorum completes at n completions and fails once n is out of reach;
 // 1 <= n <= the number of workflows.
 func Quorum(n int) WaitMode { return WaitMode{mode: scheduler.ModeQuorum, quorum: n} }
+
+// Bounds of a workflow definition. The builder and [Engine.Register]
+// refuse a definition past them, so that every record and every atomic
+// append the definition leads to fits the journal's caps even at
+// [RecordBytesMin]: a record or an append the journal refuses would stop
+// the engine for good (RL-2, RL-4, RL-11). An atomic append larger than a
+// group commit goes alone in a group of its own; the journal caps one at
+// 65536 records and at 256 MiB or 16 × RecordBytesMax, whichever is more.
+const (
+	// SignalNamesMax bounds the signal names of one WaitForSignal or
+	// WaitForAnySignal step. They all go in one workflow_waiting record:
+	// 64 names of up to [NameBytesMax] bytes take under 7 KiB.
+	SignalNamesMax = 64
+	// WaitWorkflowsMax bounds the workflow ids of one WaitForWorkflows or
+	// WaitForWorkflowsIn step. They all go in one workflow_waiting record:
+	// 256 ids of up to 127 bytes take about 33 KiB, half of
+	// [RecordBytesMin].
+	WaitWorkflowsMax = 256
+	// ParallelBranchesMax bounds the branches of one Parallel step. A
+	// step's branches are enqueued in one atomic append (WF-4), which may
+	// follow a settlement with [FollowUpsMax] follow-ups and its
+	// step_completed, and an expiry or a failure buries them all in one
+	// (WD-8, WF-20): the largest of these appends (1 + 256 + 1 + 1024
+	// records) stays far below the journal's cap on one append (RL-4).
+	ParallelBranchesMax = 1024
+	// SubWorkflowChainMax bounds a workflow's chain of first-step
+	// sub-workflows: the workflow, the child its first step starts, that
+	// child's own first-step child, and so on. Dispatch appends the
+	// workflow_started of every workflow of the chain in one atomic
+	// append (WF-13), each with a state of up to Options.PayloadBytesMax,
+	// which is at most half of RecordBytesMax: 16 of them take at most
+	// half of the journal's cap on one append (RL-4).
+	SubWorkflowChainMax = 16
+)
+
+// stepHandlerNameBytesMax bounds a step handler's name: a workflow name,
+// "/", a step name and, for a Parallel step, "#" and a branch index below
+// ParallelBranchesMax (at most "1023"). Handler names go in every
+// job_enqueued of the step, never in a stream or index id, so 206 bytes
+// fit any record.
+const stepHandlerNameBytesMax = 2*NameBytesMax + len("/#1023")
 
 // WorkflowError reports an invalid workflow definition: Workflow names it,
 // Step the step (or "" for a workflow option), Option the method.
@@ -123,6 +165,11 @@ func (w *Workflow) add(s stepSpec, option string) *Workflow {
 	if s.name == "" {
 		s.name = strconv.Itoa(len(w.steps))
 	}
+	// A step name is part of its step handlers' names, which every
+	// job_enqueued of the step records.
+	if err := validateName(s.name); err != nil {
+		w.fail(s.name, option, "step name "+err.Error())
+	}
 	for _, o := range w.steps {
 		if o.name == s.name {
 			w.fail(s.name, option, "duplicate step name")
@@ -133,7 +180,8 @@ func (w *Workflow) add(s stepSpec, option string) *Workflow {
 }
 
 // Then adds a step that runs fn as a job (WF-3). An empty name names the
-// step by its index. opts set the step's job options (WF-22).
+// step by its index; a name is at most [NameBytesMax] bytes. opts set the
+// step's job options (WF-22).
 func (w *Workflow) Then(name string, fn StepFunc, opts ...JobOption) *Workflow {
 	if fn == nil {
 		w.fail(name, "Then", "step func is nil")
@@ -143,10 +191,14 @@ func (w *Workflow) Then(name string, fn StepFunc, opts ...JobOption) *Workflow {
 
 // Parallel adds a step that runs every fn as its own job at once; it
 // completes when all succeeded, their outputs merged in the journal order
-// of their successes (WF-4).
+// of their successes (WF-4). It takes 1 to [ParallelBranchesMax] branches;
+// the name is as for [Workflow.Then].
 func (w *Workflow) Parallel(name string, fns ...StepFunc) *Workflow {
 	if len(fns) == 0 {
 		w.fail(name, "Parallel", "needs at least one branch")
+	}
+	if len(fns) > ParallelBranchesMax {
+		w.fail(name, "Parallel", fmt.Sprintf("has %d branches, limit %d (ParallelBranchesMax)", len(fns), ParallelBranchesMax))
 	}
 	for i, fn := range fns {
 		if fn == nil {
@@ -175,7 +227,8 @@ func (w *Workflow) Delay(d time.Duration) *Workflow {
 // WaitForSignal adds a step that waits for a signal of each name (WF-6):
 // all of them, one stored signal each, oldest first. A signal sent before
 // the step is reached satisfies it. Payload public keys merge into the
-// state, or under the key given to [Workflow.Into].
+// state, or under the key given to [Workflow.Into]. It takes 1 to
+// [SignalNamesMax] names of at most [NameBytesMax] bytes.
 func (w *Workflow) WaitForSignal(names ...string) *Workflow {
 	return w.waitSignal("WaitForSignal", scheduler.ModeAll, names)
 }
@@ -191,6 +244,9 @@ func (w *Workflow) waitSignal(option, mode string, names []string) *Workflow {
 	if len(names) == 0 {
 		w.fail(name, option, "needs at least one signal name")
 	}
+	if len(names) > SignalNamesMax {
+		w.fail(name, option, fmt.Sprintf("has %d signal names, limit %d (SignalNamesMax)", len(names), SignalNamesMax))
+	}
 	for _, n := range names {
 		if err := validateName(n); err != nil {
 			w.fail(name, option, "signal name "+strconv.Quote(n)+" "+err.Error())
@@ -199,18 +255,29 @@ func (w *Workflow) waitSignal(option, mode string, names []string) *Workflow {
 	return w.add(stepSpec{kind: scheduler.StepSignal, name: name, signals: names, mode: mode}, option)
 }
 
-// WaitForWorkflows adds a step that waits for the workflows ids (WF-7).
+// WaitForWorkflows adds a step that waits for the workflows ids (WF-7):
+// 1 to [WaitWorkflowsMax] ids, each a workflow id, 1 to 127 bytes.
 func (w *Workflow) WaitForWorkflows(mode WaitMode, ids ...string) *Workflow {
 	name := strconv.Itoa(len(w.steps))
 	if len(ids) == 0 {
 		w.fail(name, "WaitForWorkflows", "needs at least one workflow id")
+	}
+	if len(ids) > WaitWorkflowsMax {
+		w.fail(name, "WaitForWorkflows", fmt.Sprintf("has %d workflow ids, limit %d (WaitWorkflowsMax)", len(ids), WaitWorkflowsMax))
+	}
+	for i, id := range ids {
+		// By index: an id past the limit may be too long to quote.
+		if err := validateID(id); err != nil {
+			w.fail(name, "WaitForWorkflows", fmt.Sprintf("workflow id %d %v", i, err))
+		}
 	}
 	w.checkMode(name, mode, len(ids))
 	return w.add(stepSpec{kind: scheduler.StepWorkflows, name: name, mode: mode.mode, quorum: mode.quorum, ids: ids}, "WaitForWorkflows")
 }
 
 // WaitForWorkflowsIn is WaitForWorkflows with the ids read, on entry, from
-// the public state key stateKey (a list of strings).
+// the public state key stateKey: a list of at most [WaitWorkflowsMax]
+// strings, each a workflow id, else the workflow fails on entry.
 func (w *Workflow) WaitForWorkflowsIn(mode WaitMode, stateKey string) *Workflow {
 	name := strconv.Itoa(len(w.steps))
 	if stateKey == "" || !isPublic(stateKey) {
@@ -251,10 +318,15 @@ func (w *Workflow) Into(key string) *Workflow {
 	return w
 }
 
-// Named renames the last step (waits and delays get generated names).
+// Named renames the last step (waits and delays get generated names). The
+// name is at most [NameBytesMax] bytes.
 func (w *Workflow) Named(name string) *Workflow {
 	if len(w.steps) == 0 || name == "" {
 		w.fail(name, "Named", "needs a step and a name")
+		return w
+	}
+	if err := validateName(name); err != nil {
+		w.fail(name, "Named", "step name "+err.Error())
 		return w
 	}
 	for _, o := range w.steps[:len(w.steps)-1] {
@@ -268,7 +340,11 @@ func (w *Workflow) Named(name string) *Workflow {
 
 // SubWorkflow adds a step that dispatches the registered workflow child
 // with the parent's public state, and completes when the child completes,
-// merging the child's public state (WF-8).
+// merging the child's public state (WF-8). The name is as for
+// [Workflow.Then]. As a first step, it makes the child's workflow_started
+// part of the parent's dispatch: [Engine.Register] refuses a workflow
+// whose chain of first-step sub-workflows is longer than
+// [SubWorkflowChainMax].
 func (w *Workflow) SubWorkflow(name, child string) *Workflow {
 	if err := validateName(child); err != nil {
 		w.fail(name, "SubWorkflow", "child workflow name "+err.Error())
@@ -359,7 +435,10 @@ func (w *Workflow) WithGuards(g ...Guard) *Workflow {
 
 func isPublic(k string) bool { return len(k) > 0 && k[0] != '_' }
 
-// stepHandlerName is the handler name a step's job is enqueued for.
+// stepHandlerName is the handler name a step's job is enqueued for: at
+// most stepHandlerNameBytesMax bytes, since the workflow and step names
+// are at most [NameBytesMax] and a branch index is below
+// [ParallelBranchesMax].
 func stepHandlerName(workflow, step string, branch, branches int) string {
 	if branches == 1 {
 		return workflow + "/" + step
@@ -370,7 +449,8 @@ func stepHandlerName(workflow, step string, branch, branches int) string {
 // Register validates and registers a workflow definition (WF-2): its step
 // handlers, its options, its middleware plan (DL-27) and its deadline
 // handler, which must be registered first, like any sub-workflow it names.
-// Nothing is appended.
+// A workflow whose chain of first-step sub-workflows, itself included, is
+// longer than [SubWorkflowChainMax] is refused. Nothing is appended.
 func (e *Engine) Register(w *Workflow) error {
 	if err := e.admit(); err != nil {
 		return err
@@ -389,6 +469,11 @@ func (e *Engine) Register(w *Workflow) error {
 	}
 	if err := e.checkWorkflowPlan(w); err != nil {
 		return err
+	}
+	if n := e.subWorkflowChain(w); n > SubWorkflowChainMax {
+		return &WorkflowError{Workflow: w.name, Step: w.steps[0].name, Option: "SubWorkflow",
+			Reason: fmt.Sprintf("starts a chain of %d first-step sub-workflows, itself included, limit %d (SubWorkflowChainMax): "+
+				"their workflow_started records are one append (WF-13)", n, SubWorkflowChainMax)}
 	}
 	def := &scheduler.WorkflowDef{Name: w.name, Deadline: w.deadline, OnDeadline: w.onDeadline}
 	def.Defaults.Queue = w.queue
@@ -422,6 +507,7 @@ func (e *Engine) Register(w *Workflow) error {
 		}
 		for i, fn := range s.fns {
 			name := stepHandlerName(w.name, s.name, i, len(s.fns))
+			invariant.Check(len(name) <= stepHandlerNameBytesMax, "api: step handler name outgrows stepHandlerNameBytesMax")
 			sd.Handlers = append(sd.Handlers, name)
 			h := e.stepHandler(name, fn)
 			// A step handler's own middleware and guards are its
@@ -443,6 +529,31 @@ func (e *Engine) Register(w *Workflow) error {
 	return e.submit(context.Background(), func(m *scheduler.Machine, now time.Time) (scheduler.Decision, error) {
 		return m.WorkflowRegistered(now, def.Name), nil
 	})
+}
+
+// subWorkflowChain returns the length of w's chain of first-step
+// sub-workflows: 1 for w, plus 1 for each registered child started by the
+// first step of the previous workflow. It stops counting past
+// SubWorkflowChainMax; an unregistered child ends the chain (Register
+// refuses it on its own).
+func (e *Engine) subWorkflowChain(w *Workflow) int {
+	n := 1
+	if w.steps[0].kind != scheduler.StepSub {
+		return n
+	}
+	child := w.steps[0].sub
+	for n <= SubWorkflowChainMax {
+		def := e.workflowDef(child)
+		if def == nil {
+			break
+		}
+		n++
+		if len(def.Steps) == 0 || def.Steps[0].Kind != scheduler.StepSub {
+			break
+		}
+		child = def.Steps[0].Sub
+	}
+	return n
 }
 
 // stepJob resolves a step's job options: the step's, then the workflow's,

@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/quire-dev/quire/journal/record"
 	"github.com/quire-dev/quire/replay"
 	"github.com/quire-dev/quire/scheduler"
 )
@@ -116,8 +117,16 @@ type dispatchOptions struct {
 	idempotencyKey string
 }
 
+// IdempotencyKeyBytesMax bounds an idempotency key. The key is kept in the
+// journal's terminal index under the id "idem:" + key, and an index id,
+// like a stream id, is at most 127 bytes (RL-11).
+const IdempotencyKeyBytesMax = record.StreamIDBytesMax - len(replay.IdempotencyPrefix)
+
 // IdempotencyKey makes the dispatch idempotent: a key used before returns
-// the original workflow's id and appends nothing (WF-14).
+// the original workflow's id and appends nothing (WF-14). An empty key is
+// no key. A key is at most [IdempotencyKeyBytesMax] (122) bytes, so that
+// its terminal-index id ("idem:" + key) is a valid id: Dispatch refuses a
+// longer one with an [*OptionError] naming IdempotencyKey.
 func IdempotencyKey(k string) DispatchOption {
 	return func(o *dispatchOptions) { o.idempotencyKey = k }
 }
@@ -140,8 +149,9 @@ func (e *Engine) Dispatch(ctx context.Context, name string, state State, opts ..
 		}
 		opt(&o)
 	}
-	if len(o.idempotencyKey) > NameBytesMax*2 {
-		return "", &OptionError{Field: "IdempotencyKey", Value: o.idempotencyKey, Reason: fmt.Sprintf("is longer than %d bytes", NameBytesMax*2)}
+	if len(o.idempotencyKey) > IdempotencyKeyBytesMax {
+		return "", &OptionError{Field: "IdempotencyKey", Value: o.idempotencyKey,
+			Reason: fmt.Sprintf("is %d bytes, limit %d (IdempotencyKeyBytesMax)", len(o.idempotencyKey), IdempotencyKeyBytesMax)}
 	}
 	b, err := e.encodeUserState("state", state)
 	if err != nil {
