@@ -509,3 +509,38 @@ func TestRL11_InvalidWaitIDFailsTheWorkflowWithABoundedError(t *testing.T) {
 	wfWant(b, id, api.WorkflowCancelled)
 	b.checkReplay()
 }
+
+// nest returns a value nested n maps deep.
+func nest(n int) any {
+	var v any = 1
+	for range n {
+		v = map[string]any{"a": v}
+	}
+	return v
+}
+
+// WF-6, WF-7: a wait's output that cannot be stored (a payload nested as
+// deep as a state may be, put under the step's result key one level
+// deeper) fails the workflow with the reason, instead of completing the
+// step without it.
+func TestWF6_WF7_UnstorableWaitOutputFailsTheWorkflow(t *testing.T) {
+	b := setup(t, nil)
+	wfRegister(t, b.eng, api.NewWorkflow("sig").WaitForSignal("s").Into("r").Then("a", wfReturn(nil)))
+	wfRegister(t, b.eng, api.NewWorkflow("dep").Then("a", wfReturn(nil)))
+	wfRegister(t, b.eng, api.NewWorkflow("join").WaitForWorkflowsIn(api.All(), "deps").Into("r").Then("a", wfReturn(nil)))
+	b.start()
+	sig := wfDispatch(b, "sig", api.State{})
+	if err := b.eng.Signal(b.ctx, sig, "s", api.State{"k": nest(31)}); err != nil {
+		t.Fatalf("signal of the deepest payload: %v", err)
+	}
+	dep := wfDispatch(b, "dep", api.State{"k": nest(29)})
+	b.idle()
+	join := wfDispatch(b, "join", api.State{"deps": []string{dep}})
+	b.idle()
+	for id, want := range map[string]string{sig: "the signals' output cannot be stored", join: "the result cannot be stored"} {
+		if info := wfWant(b, id, api.WorkflowFailed); !strings.Contains(info.Error, want) {
+			t.Fatalf("workflow %s failed with %q, want %q", id, info.Error, want)
+		}
+	}
+	b.checkReplay()
+}

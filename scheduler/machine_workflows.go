@@ -152,8 +152,7 @@ func (m *Machine) enter(d *Decision, now time.Time, w *replay.Workflow) {
 		m.emit(d, w.ID, &record.StepDelayed{WorkflowID: w.ID, Step: w.Step, FireAt: now.Add(step.Delay).UnixNano()})
 		m.armDelay(w)
 	case StepSignal:
-		if out, consumed, ok := m.signalsSatisfy(w, step); ok {
-			m.completeStep(d, now, w, out, consumed)
+		if m.settleSignals(d, now, w, step, false) {
 			return
 		}
 		m.emit(d, w.ID, &record.WorkflowWaiting{WorkflowID: w.ID, Step: w.Step, Status: "waiting_for_signal",
@@ -503,7 +502,11 @@ func (m *Machine) settleWorkflowsWait(d *Decision, now time.Time, w *replay.Work
 	case ok:
 		var out []byte
 		if step.ResultKey != "" {
-			out, _ = replay.EncodeState(map[string]any{step.ResultKey: result})
+			var err error
+			if out, err = replay.EncodeState(map[string]any{step.ResultKey: result}); err != nil {
+				m.fail(d, now, w, fmt.Sprintf("step %q: the result cannot be stored under %q: %v", step.Name, step.ResultKey, err))
+				return true
+			}
 		}
 		if waiting {
 			m.resumeWait(d, now, w, "workflows", out, nil)
@@ -518,10 +521,30 @@ func (m *Machine) settleWorkflowsWait(d *Decision, now time.Time, w *replay.Work
 	return false
 }
 
+// settleSignals completes a WaitForSignal step that the stored signals
+// satisfy (WF-6): resumed if the workflow was waiting, at once on entry.
+// It reports whether they did. Their output that cannot be encoded (a
+// payload nested as deep as a state may be, put under the step's result
+// key) fails the workflow instead of being lost.
+func (m *Machine) settleSignals(d *Decision, now time.Time, w *replay.Workflow, step *StepDef, waiting bool) bool {
+	out, consumed, ok, err := m.signalsSatisfy(w, step)
+	switch {
+	case !ok:
+		return false
+	case err != nil:
+		m.fail(d, now, w, err.Error())
+	case waiting:
+		m.resumeWait(d, now, w, "signal", out, consumed)
+	default:
+		m.completeStep(d, now, w, out, consumed)
+	}
+	return true
+}
+
 // signalsSatisfy reports whether the stored signals satisfy a
 // WaitForSignal step, oldest first (WF-6), with the output to merge and the
-// seqs consumed.
-func (m *Machine) signalsSatisfy(w *replay.Workflow, step *StepDef) ([]byte, []uint64, bool) {
+// seqs consumed, or the error encoding the output.
+func (m *Machine) signalsSatisfy(w *replay.Workflow, step *StepDef) ([]byte, []uint64, bool, error) {
 	var picked []replay.Signal
 	if step.Mode == ModeAny {
 		for _, sg := range w.Signals {
@@ -531,7 +554,7 @@ func (m *Machine) signalsSatisfy(w *replay.Workflow, step *StepDef) ([]byte, []u
 			}
 		}
 		if len(picked) == 0 {
-			return nil, nil, false
+			return nil, nil, false, nil
 		}
 	} else {
 		for _, name := range step.Signals {
@@ -544,7 +567,7 @@ func (m *Machine) signalsSatisfy(w *replay.Workflow, step *StepDef) ([]byte, []u
 				}
 			}
 			if !found {
-				return nil, nil, false
+				return nil, nil, false, nil
 			}
 		}
 	}
@@ -578,9 +601,9 @@ func (m *Machine) signalsSatisfy(w *replay.Workflow, step *StepDef) ([]byte, []u
 	}
 	b, err := replay.EncodeState(out)
 	if err != nil {
-		return nil, consumed, true
+		return nil, consumed, true, fmt.Errorf("step %q: the signals' output cannot be stored: %v", step.Name, err)
 	}
-	return b, consumed, true
+	return b, consumed, true, nil
 }
 
 func pickedSeq(ps []replay.Signal, seq uint64) bool {
@@ -603,9 +626,7 @@ func (m *Machine) Signal(now time.Time, id, name string, payload []byte) (Decisi
 	m.emit(&d, w.ID, &record.SignalReceived{WorkflowID: w.ID, Name: name, Payload: payload})
 	if w.Status == replay.WorkflowWaitingSignal {
 		if def := m.def(w.Name); def != nil && int(w.Step) < len(def.Steps) {
-			if out, consumed, ok := m.signalsSatisfy(w, &def.Steps[w.Step]); ok {
-				m.resumeWait(&d, now, w, "signal", out, consumed)
-			}
+			m.settleSignals(&d, now, w, &def.Steps[w.Step], true)
 		}
 	}
 	return d, nil
@@ -774,9 +795,7 @@ func (m *Machine) settleWait(d *Decision, now time.Time, w *replay.Workflow) {
 	step := &def.Steps[w.Step]
 	switch w.Status {
 	case replay.WorkflowWaitingSignal:
-		if out, consumed, ok := m.signalsSatisfy(w, step); ok {
-			m.resumeWait(d, now, w, "signal", out, consumed)
-		}
+		m.settleSignals(d, now, w, step, true)
 	case replay.WorkflowWaitingWorkflows:
 		m.settleWorkflowsWait(d, now, w, step, w.Wait.Workflows, true)
 	}
