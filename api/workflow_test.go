@@ -271,6 +271,8 @@ func TestWF2_BuilderErrorsNameStepOrOptionAndAppendNothing(t *testing.T) {
 	b := setup(t, nil)
 	ok := wfReturn(nil)
 	wfRegister(t, b.eng, api.NewWorkflow("dep").Then("x", ok))
+	long := strings.Repeat("n", api.NameBytesMax+1)
+	huge := strings.Repeat("h", 2<<20)
 	cases := []struct {
 		name     string
 		w        *api.Workflow
@@ -297,6 +299,27 @@ func TestWF2_BuilderErrorsNameStepOrOptionAndAppendNothing(t *testing.T) {
 		{"unknown deadline handler", api.NewWorkflow("wh").Then("a", ok).OnDeadline("nope"), "wh", "", "OnDeadline", `"nope" is not registered`},
 		{"max attempts", api.NewWorkflow("ma").Then("a", ok).MaxAttempts(0), "ma", "", "MaxAttempts", ""},
 		{"step option", api.NewWorkflow("so").Then("a", ok, api.MaxAttempts(101)), "so", "a", "MaxAttempts", ""},
+		// RL-11: limits that keep every record of the definition within
+		// the journal's caps.
+		{"Then step name", api.NewWorkflow("t").Then(long, ok), "t", long, "Then", "step name is 101 bytes, limit 100"},
+		{"Then 2 MiB step name", api.NewWorkflow("t2").Then(huge, ok), "t2", huge, "Then", "is 2097152 bytes, limit 100"},
+		{"Parallel step name", api.NewWorkflow("p").Parallel(long, ok), "p", long, "Parallel", "step name is 101 bytes"},
+		{"SubWorkflow step name", api.NewWorkflow("s").SubWorkflow(long, "dep"), "s", long, "SubWorkflow", "step name is 101 bytes"},
+		{"Named step name", api.NewWorkflow("n").Delay(time.Second).Named(long), "n", long, "Named", "step name is 101 bytes"},
+		{"Parallel branches", api.NewWorkflow("fan").Parallel("fan", inBranches(api.ParallelBranchesMax+1)...),
+			"fan", "fan", "Parallel", "1025 branches, limit 1024 (ParallelBranchesMax)"},
+		{"WaitForSignal names", api.NewWorkflow("sig").WaitForSignal(inNames(api.SignalNamesMax + 1)...),
+			"sig", "0", "WaitForSignal", "65 signal names, limit 64 (SignalNamesMax)"},
+		{"WaitForAnySignal names", api.NewWorkflow("any").Then("a", ok).WaitForAnySignal(inNames(api.SignalNamesMax + 1)...),
+			"any", "1", "WaitForAnySignal", "65 signal names, limit 64"},
+		{"WaitForWorkflows ids", api.NewWorkflow("ids").WaitForWorkflows(api.Any(), inIDs(api.WaitWorkflowsMax+1)...),
+			"ids", "0", "WaitForWorkflows", "257 workflow ids, limit 256 (WaitWorkflowsMax)"},
+		{"WaitForWorkflows empty id", api.NewWorkflow("empty").WaitForWorkflows(api.All(), "wf_a", ""),
+			"empty", "0", "WaitForWorkflows", "workflow id 1 must not be empty"},
+		{"WaitForWorkflows long id", api.NewWorkflow("longid").WaitForWorkflows(api.All(), strings.Repeat("w", record.StreamIDBytesMax+1)),
+			"longid", "0", "WaitForWorkflows", "workflow id 0 is 128 bytes, limit 127"},
+		{"WaitForWorkflows 2 MiB id", api.NewWorkflow("hugeid").WaitForWorkflows(api.All(), "wf_a", huge),
+			"hugeid", "0", "WaitForWorkflows", "workflow id 1 is 2097152 bytes, limit 127"},
 	}
 	wfNoAppend(b, "refused registrations", func() {
 		for _, c := range cases {
@@ -311,12 +334,16 @@ func TestWF2_BuilderErrorsNameStepOrOptionAndAppendNothing(t *testing.T) {
 				step = we.Step
 			}
 			if we.Workflow != c.workflow || we.Step != step || we.Step == "" && c.step == "*" || we.Option != c.option {
-				t.Errorf("%s: error names workflow %q step %q option %q, want %q %q %q (%v)",
+				t.Errorf("%s: error names workflow %q step %.40q option %q, want %q %.40q %q (%.200v)",
 					c.name, we.Workflow, we.Step, we.Option, c.workflow, c.step, c.option, err)
 			}
 			msg := err.Error()
 			if !strings.Contains(msg, c.option) || (step != "" && !strings.Contains(msg, strconv.Quote(step))) || !strings.Contains(msg, c.text) {
-				t.Errorf("%s: message %q lacks the option, the step or %q", c.name, msg, c.text)
+				t.Errorf("%s: message %.200q lacks the option, the step or %q", c.name, msg, c.text)
+			}
+			// A wait id is named by its index, never quoted whole.
+			if c.option == "WaitForWorkflows" && len(msg) > 1000 {
+				t.Errorf("%s: message is %d bytes", c.name, len(msg))
 			}
 		}
 	})

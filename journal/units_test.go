@@ -434,15 +434,7 @@ func TestAppendUnitsIndexTravelsWithUnit(t *testing.T) { // RL-4
 	}
 	g.syncHook.Store(&hook)
 	defer once.Do(func() {}) // a failed test does not hold the sync
-	type result struct {
-		seqs []uint64
-		err  error
-	}
-	done := make(chan result, 1)
-	go func() {
-		seqs, err := j.AppendUnits(context.Background(), c.index, c.recs, c.units)
-		done <- result{seqs, err}
-	}()
+	done := appendUnitsAsync(j, c)
 	<-held
 	image := g.crashImage(0, 1) // what a crash now keeps: the synced state
 	close(release)
@@ -569,15 +561,7 @@ func TestAppendUnitsCloseWaits(t *testing.T) {
 	held, release := holdSync(g)
 	defer release()
 	c := makeUnits("c", []unitShape{{recs: 2}, {recs: 2}, {recs: 2}})
-	type result struct {
-		seqs []uint64
-		err  error
-	}
-	done := make(chan result, 1)
-	go func() {
-		seqs, err := j.AppendUnits(context.Background(), c.index, c.recs, c.units)
-		done <- result{seqs, err}
-	}()
+	done := appendUnitsAsync(j, c)
 	<-held
 	for j.m.taken.Load() < 1 { // the call's first group joined
 		runtime.Gosched()
@@ -743,4 +727,20 @@ func TestAppendUnitsProperty(t *testing.T) { // RL-4, RL-11
 func withFS(o Options, fs vfs.FS) Options {
 	o.FS = fs
 	return o
+}
+
+// unitsResult is what an AppendUnits call returned.
+type unitsResult struct {
+	seqs []uint64
+	err  error
+}
+
+// appendUnitsAsync makes c's call on a goroutine of its own.
+func appendUnitsAsync(j *Journal, c unitsCall) <-chan unitsResult {
+	done := make(chan unitsResult, 1)
+	go func() {
+		seqs, err := j.AppendUnits(context.Background(), c.index, c.recs, c.units)
+		done <- unitsResult{seqs, err}
+	}()
+	return done
 }
