@@ -64,6 +64,16 @@ func TestRL11_ConcurrentLargeEnqueuesSpreadOverGroups(t *testing.T) {
 		first <- err
 	}()
 	<-blocked
+	// Released on every path: a failing test must not leave the
+	// committer held, or closing the engine would wait for it forever.
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	defer unblock()
+	// Read before the enqueues start, so that none is counted in it.
+	base, err := api.Decided(b.eng)
+	if err != nil {
+		t.Fatal(err)
+	}
 	const n = 64
 	payload := strings.Repeat("x", 400<<10)
 	errs := make(chan error, n)
@@ -73,10 +83,6 @@ func TestRL11_ConcurrentLargeEnqueuesSpreadOverGroups(t *testing.T) {
 			_, err := b.eng.Enqueue(b.ctx, "big", blob{S: payload})
 			errs <- err
 		})
-	}
-	base, err := api.Decided(b.eng)
-	if err != nil {
-		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
 	defer cancel()
@@ -88,7 +94,7 @@ func TestRL11_ConcurrentLargeEnqueuesSpreadOverGroups(t *testing.T) {
 			t.Fatalf("decided seq %d, want %d", seq, base+n)
 		}
 	}
-	close(release)
+	unblock()
 	wg.Wait()
 	close(errs)
 	if err := <-first; err != nil {
