@@ -276,8 +276,9 @@ func (w *Workflow) WaitForWorkflows(mode WaitMode, ids ...string) *Workflow {
 }
 
 // WaitForWorkflowsIn is WaitForWorkflows with the ids read, on entry, from
-// the public state key stateKey: a list of at most [WaitWorkflowsMax]
-// strings, each a workflow id, else the workflow fails on entry.
+// the public state key stateKey: a list of strings, each a workflow id (1
+// to 127 bytes), else the workflow fails on entry. The state's own bound
+// (Options.PayloadBytesMax) bounds the list.
 func (w *Workflow) WaitForWorkflowsIn(mode WaitMode, stateKey string) *Workflow {
 	name := strconv.Itoa(len(w.steps))
 	if stateKey == "" || !isPublic(stateKey) {
