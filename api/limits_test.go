@@ -298,7 +298,7 @@ func TestRL11_DeadlinesPassingTogetherBeyondOneGroup(t *testing.T) {
 // workflow. Its completion and every waiter's resumption are one atomic
 // unit, larger than a group: the journal commits it alone, in a group of
 // its own, and every waiter completes.
-func TestRL11_ManyWaitersOfOneWorkflowResume(t *testing.T) {
+func TestWF11_RL4_ManyWaitersOfOneWorkflowResumeInOneUnit(t *testing.T) {
 	b := setup(t, nil)
 	wfRegister(t, b.eng, api.NewWorkflow("gate").WaitForSignal("open"))
 	wfRegister(t, b.eng, api.NewWorkflow("after").WaitForWorkflowsIn(api.All(), "deps").Then("go", wfReturn(nil)))

@@ -48,11 +48,6 @@ type Unit struct{ Records, Index int }
 // (the seqs) or a fail-stop ([ErrFailStop], outcome unknown: any prefix of
 // the units may be in the journal). Close waits for such a call to end.
 func (j *Journal) AppendUnits(ctx context.Context, index []IndexEntry, recs []record.Record, units []Unit) ([]uint64, error) {
-	return j.appendUnits(ctx, index, recs, units)
-}
-
-// appendUnits is AppendUnits, and AppendIndexed with nil units.
-func (j *Journal) appendUnits(ctx context.Context, index []IndexEntry, recs []record.Record, units []Unit) ([]uint64, error) {
 	if j.opts.ReadOnly {
 		return nil, fmt.Errorf("journal: append: %w", ErrReadOnly)
 	}

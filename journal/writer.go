@@ -120,7 +120,7 @@ func (j *Journal) Append(ctx context.Context, recs ...record.Record) ([]uint64, 
 // AppendIndexed is [Journal.Append] that also applies index entries in the
 // same batch as the records.
 func (j *Journal) AppendIndexed(ctx context.Context, index []IndexEntry, recs ...record.Record) ([]uint64, error) {
-	return j.appendUnits(ctx, index, recs, nil)
+	return j.AppendUnits(ctx, index, recs, nil)
 }
 
 // complete has the group r joined committed and waits for the answer,
