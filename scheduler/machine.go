@@ -339,11 +339,25 @@ func (m *Machine) Unpark(handler string) {
 }
 
 // NextTimer returns the earliest instant at which a delayed job becomes
-// available, if any. The runner arms one real timer for it.
+// available or a workflow delay fires, if any. The runner arms one real
+// timer for it.
 func (m *Machine) NextTimer() (time.Time, bool) {
+	return m.nextTimer(true)
+}
+
+// NextDue is NextTimer without the delayed jobs while no worker slot is
+// free: the earliest instant at which Dispatch would decide something.
+// A job that becomes available then could not start; the settlement that
+// frees a slot is itself a pass of the loop, and Dispatch then promotes
+// every job due by that instant.
+func (m *Machine) NextDue() (time.Time, bool) {
+	return m.nextTimer(m.SlotFree())
+}
+
+func (m *Machine) nextTimer(jobs bool) (time.Time, bool) {
 	var next int64
 	ok := false
-	for m.x.delayed.Len() > 0 {
+	for jobs && m.x.delayed.Len() > 0 {
 		e := m.x.delayed[0]
 		if m.x.valid(e) {
 			next, ok = e.at, true

@@ -54,6 +54,10 @@ var (
 	ErrStopped = errors.New("scheduler: runner stopped")
 )
 
+// resultsPerPass bounds the attempts' results the loop takes in one pass
+// before it decides and flushes: the capacity of the results channel.
+const resultsPerPass = 64
+
 // batchRecordsMax bounds the records of one append built from several
 // decisions. A single larger decision still goes alone, atomically.
 const batchRecordsMax = 512
@@ -226,7 +230,7 @@ func NewRunner(cfg RunnerConfig, m *Machine) *Runner {
 	r := &Runner{
 		cfg: cfg, m: m,
 		ops:      make(chan op),
-		results:  make(chan Result, 64),
+		results:  make(chan Result, resultsPerPass),
 		owner:    make(chan ownerEvent, 64),
 		hdone:    make(chan handlerDone, 16),
 		commitCh: make(chan *batch, 1),
@@ -401,6 +405,19 @@ func (r *Runner) loop() {
 			// after C is fenced out (DL-24).
 			r.fire()
 			r.onResult(res)
+			// Results that are already waiting are taken in the same
+			// pass: in a burst, a pass of the loop for each one cost as
+			// much as the settlements themselves.
+			for range resultsPerPass - 1 {
+				select {
+				case res := <-r.results:
+					r.fire()
+					r.onResult(res)
+					continue
+				default:
+				}
+				break
+			}
 		case ev := <-r.owner:
 			r.fire()
 			r.onOwner(ev)
@@ -462,22 +479,7 @@ func (r *Runner) enqueue(d Decision, done chan error) {
 // committer and re-arms the timer.
 func (r *Runner) step() {
 	now := r.cfg.Clock.Now()
-	// A cancelled runtime starts nothing: every new attempt would inherit
-	// its reason (DL-17) and be released without running.
-	if r.dispatch && !r.runtime.IsCancelled() {
-		if !r.checkAt.IsZero() && !now.Before(r.checkAt) {
-			// WD-6: checks never overlap: this one is decided in full before
-			// the next is scheduled, one interval later.
-			r.enqueue(r.m.CheckDeadlines(now), nil)
-			r.checkAt = now.Add(r.cfg.DeadlineCheckInterval)
-		}
-		if d := r.m.Dispatch(now); !d.Empty() {
-			r.enqueue(d, nil)
-		}
-		if d := r.m.StartDeadlineHandlers(); !d.Empty() {
-			r.enqueue(d, nil)
-		}
-	}
+	r.decide(now)
 	r.flush()
 	r.checkDrained()
 	r.checkIdle()
@@ -485,6 +487,28 @@ func (r *Runner) step() {
 	r.snapshot()
 	r.compactEvents()
 	r.arm(now)
+}
+
+// decide decides what is due at now: the periodic deadline check, the
+// starts the machine allows, the on-deadline handlers.
+func (r *Runner) decide(now time.Time) {
+	// A cancelled runtime starts nothing: every new attempt would inherit
+	// its reason (DL-17) and be released without running.
+	if !r.dispatch || r.runtime.IsCancelled() {
+		return
+	}
+	if !r.checkAt.IsZero() && !now.Before(r.checkAt) {
+		// WD-6: checks never overlap: this one is decided in full before
+		// the next is scheduled, one interval later.
+		r.enqueue(r.m.CheckDeadlines(now), nil)
+		r.checkAt = now.Add(r.cfg.DeadlineCheckInterval)
+	}
+	if d := r.m.Dispatch(now); !d.Empty() {
+		r.enqueue(d, nil)
+	}
+	if d := r.m.StartDeadlineHandlers(); !d.Empty() {
+		r.enqueue(d, nil)
+	}
 }
 
 // eventsCompactMin is the heap size below which stale events are left for
@@ -710,10 +734,13 @@ func (r *Runner) acked(a ack) bool {
 			}
 		}
 	}
-	// The next batch goes to the committer before the acknowledged
-	// attempts launch: launching a hundred of them takes about a
-	// millisecond of the loop, and made ready before the committer, their
-	// goroutines would run ahead of it.
+	// What came due during the append is decided now (arm does not wake
+	// the loop for it while an append is in flight), and the next batch
+	// goes to the committer before the acknowledged attempts launch:
+	// launching a hundred of them takes about a millisecond of the loop,
+	// and made ready before the committer, their goroutines would run
+	// ahead of it.
+	r.decide(r.cfg.Clock.Now())
 	r.flush()
 	for _, st := range a.b.d.Starts {
 		r.launch(st)
@@ -825,15 +852,20 @@ func (r *Runner) fire() {
 // timers and the attempts' deadlines.
 func (r *Runner) arm(now time.Time) {
 	// The machine's timers matter only while dispatching: with dispatch
-	// off, a due one would re-arm at once on every pass of the loop.
+	// off, a due one would re-arm at once on every pass of the loop. Nor
+	// while an append is in flight: what they decide would wait for it to
+	// be acknowledged, and acked decides what is due then. In a burst of
+	// timers a few microseconds apart, waking for each cost the loop, and
+	// the committer it shares two cores with, several microseconds a job.
 	var (
 		next time.Time
 		ok   bool
 	)
-	if r.dispatch {
-		next, ok = r.m.NextTimer()
+	decides := r.dispatch && r.committing == nil
+	if decides {
+		next, ok = r.m.NextDue()
 	}
-	if !r.checkAt.IsZero() && r.dispatch && (!ok || r.checkAt.Before(next)) {
+	if !r.checkAt.IsZero() && decides && (!ok || r.checkAt.Before(next)) {
 		next, ok = r.checkAt, true
 	}
 	if r.events.Len() > 0 {

@@ -1,0 +1,225 @@
+package scheduler
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quire-dev/quire/clock/clocktest"
+	"github.com/quire-dev/quire/journal/record"
+	"github.com/quire-dev/quire/replay"
+)
+
+// gatedAppender acknowledges appends at once, or, while closed, holds each
+// one until it is opened again.
+type gatedAppender struct {
+	mu      sync.Mutex
+	gate    chan struct{} // not nil while closed
+	waiting chan struct{} // receives once per append that waits at the gate
+	appends [][]record.Record
+}
+
+func newGatedAppender() *gatedAppender {
+	return &gatedAppender{waiting: make(chan struct{}, 16)}
+}
+
+func (a *gatedAppender) Append(_ context.Context, index []IndexEntry, recs []record.Record, units []Unit) ([]uint64, error) {
+	if err := checkUnits(recs, index, units); err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	gate := a.gate
+	a.mu.Unlock()
+	if gate != nil {
+		a.waiting <- struct{}{}
+		<-gate
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.appends = append(a.appends, slices.Clone(recs))
+	seqs := make([]uint64, len(recs))
+	for i, r := range recs {
+		seqs[i] = r.Seq
+	}
+	return seqs, nil
+}
+
+func (a *gatedAppender) close() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.gate = make(chan struct{})
+}
+
+// open lets held appends and later ones through; it does nothing while
+// the gate is open.
+func (a *gatedAppender) open() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.gate != nil {
+		close(a.gate)
+		a.gate = nil
+	}
+}
+
+// started returns the attempt_started record of job id and the number of
+// the append that carried it, or fails the test.
+func (a *gatedAppender) started(t *testing.T, id string) (*record.AttemptStarted, int) {
+	t.Helper()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i, recs := range a.appends {
+		for _, r := range recs {
+			if s, ok := r.Body.(*record.AttemptStarted); ok && s.JobID == id {
+				return s, i
+			}
+		}
+	}
+	t.Fatalf("no attempt_started of %s in %d appends", id, len(a.appends))
+	return nil, 0
+}
+
+func (a *gatedAppender) count() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.appends)
+}
+
+// wakeBundle is a dispatching Runner on a fake clock over a gatedAppender.
+// Each attempt runs until release receives.
+type wakeBundle struct {
+	clk     *clocktest.Clock
+	app     *gatedAppender
+	r       *Runner
+	release chan struct{}
+}
+
+func newWakeBundle(t *testing.T, workers int) *wakeBundle {
+	t.Helper()
+	b := &wakeBundle{clk: clocktest.New(t0), app: newGatedAppender(), release: make(chan struct{})}
+	ids := 0
+	m := NewMachine(Config{
+		Workers: workers, DeliveryTimeout: deliveryTimeout,
+		NewIDFunc: func(prefix string, _ time.Time) string { ids++; return prefix + strconv.Itoa(ids) },
+	}, replay.New())
+	b.r = NewRunner(RunnerConfig{
+		Clock: b.clk, Appender: b.app,
+		Execute: func(ctx context.Context, _ *Attempt) Result {
+			select {
+			case <-b.release:
+			case <-ctx.Done():
+			}
+			return Result{}
+		},
+	}, m)
+	startRecovered(t, b.r)
+	t.Cleanup(b.app.open) // before Stop, which waits for the append in flight
+	if err := b.r.SetDispatch(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func (b *wakeBundle) enqueue(t *testing.T, delay time.Duration) string {
+	t.Helper()
+	var id string
+	if err := b.r.Submit(context.Background(), func(m *Machine, now time.Time) (Decision, error) {
+		d, jid := m.Enqueue(now, EnqueueRequest{Handler: "h", Queue: "default", Delay: delay, Retry: defaultRetry, Payload: []byte{0x80}})
+		id = jid
+		return d, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// armedAt reports whether a clock timer is armed for exactly at, once the
+// loop has finished the pass it is in.
+func (b *wakeBundle) armedAt(t *testing.T, at time.Time) bool {
+	t.Helper()
+	if err := b.r.call(context.Background(), func(time.Time) {}); err != nil {
+		t.Fatal(err)
+	}
+	next, ok := b.clk.Next()
+	return ok && next.Equal(at)
+}
+
+// JB-6, RL-9: a job that comes due while every worker slot is taken could
+// not start, so the runner arms no timer for it: the settlement that frees
+// a slot starts it, with S the instant of that settlement (DL-7).
+func TestRL9_NoWakeForADelayedJobWhileNoSlotIsFree(t *testing.T) {
+	b := newWakeBundle(t, 1)
+	delayed := b.enqueue(t, time.Second)
+	if !b.armedAt(t, ts(time.Second)) {
+		t.Fatal("precondition: with a slot free, the runner arms a timer at the delayed job's instant")
+	}
+	first := b.enqueue(t, 0)
+	if err := b.r.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	b.app.started(t, first)
+	if b.armedAt(t, ts(time.Second)) {
+		t.Fatal("a timer is armed for a job that could not start: the only slot is taken")
+	}
+
+	b.clk.Set(ts(2 * time.Second))
+	b.release <- struct{}{} // the first job returns, and its settlement frees the slot
+	b.release <- struct{}{} // received only once the delayed job runs
+	if err := b.r.WaitIdle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := b.app.started(t, delayed)
+	if got := time.Unix(0, s.StartAt); !got.Equal(ts(2 * time.Second)) {
+		t.Fatalf("delayed job started with S %v, want the settlement's instant %v", got, ts(2*time.Second))
+	}
+}
+
+// RL-1, DL-7: what comes due while an append is in flight waits for that
+// append either way, so the runner does not wake for it: it decides the
+// start when the append is acknowledged, and the start goes in the very
+// next append.
+func TestDL7_StartDueDuringAnAppendIsDecidedAtItsAcknowledgement(t *testing.T) {
+	b := newWakeBundle(t, 4)
+	id := b.enqueue(t, time.Second)
+	if !b.armedAt(t, ts(time.Second)) {
+		t.Fatal("precondition: with no append in flight, the runner arms a timer at the delayed job's instant")
+	}
+
+	b.app.close()
+	enqueued := make(chan error, 1)
+	go func() {
+		enqueued <- b.r.Submit(context.Background(), func(m *Machine, now time.Time) (Decision, error) {
+			d, _ := m.Enqueue(now, EnqueueRequest{Handler: "h", Queue: "default", Delay: time.Hour, Retry: defaultRetry, Payload: []byte{0x80}})
+			return d, nil
+		})
+	}()
+	<-b.app.waiting
+	held := b.app.count()
+	if b.armedAt(t, ts(time.Second)) {
+		t.Fatal("a timer is armed for a start while an append is in flight")
+	}
+
+	b.clk.Set(ts(1500 * time.Millisecond))
+	b.app.open()
+	if err := <-enqueued; err != nil {
+		t.Fatal(err)
+	}
+	// The start was decided before the note's caller was answered; Sync
+	// returns once it is acknowledged.
+	if err := b.r.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s, n := b.app.started(t, id)
+	if n != held+1 {
+		t.Fatalf("attempt_started in append %d, want %d: the one right after the append in flight", n, held+1)
+	}
+	if got := time.Unix(0, s.StartAt); !got.Equal(ts(1500 * time.Millisecond)) {
+		t.Fatalf("S = %v, want the acknowledgement's instant %v", got, ts(1500*time.Millisecond))
+	}
+	b.release <- struct{}{}
+	if err := b.r.WaitIdle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
