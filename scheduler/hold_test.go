@@ -17,21 +17,31 @@ import (
 // commitTook is how long each append of a timedAppender takes.
 const commitTook = 200 * time.Microsecond
 
-// timedAppender acknowledges every append after moving its clock by
-// commitTook, as a synced commit takes time, and keeps the records of each
-// append apart.
+// timedAppender acknowledges every append after moving its clock by took,
+// as a synced commit takes time, and keeps the records of each append
+// apart. While its gate is closed, each append waits for it to open.
 type timedAppender struct {
-	clk *clocktest.Clock
+	clk  *clocktest.Clock
+	took time.Duration
 
 	mu      sync.Mutex
 	appends [][]record.Record
+	gate    chan struct{} // not nil while closed
+	waiting chan struct{} // receives once per append that waits at the gate
 }
 
 func (a *timedAppender) Append(_ context.Context, index []IndexEntry, recs []record.Record, units []Unit) ([]uint64, error) {
 	if err := checkUnits(recs, index, units); err != nil {
 		return nil, err
 	}
-	a.clk.Advance(commitTook)
+	a.mu.Lock()
+	gate := a.gate
+	a.mu.Unlock()
+	if gate != nil {
+		a.waiting <- struct{}{}
+		<-gate
+	}
+	a.clk.Advance(a.took)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.appends = append(a.appends, slices.Clone(recs))
@@ -40,6 +50,28 @@ func (a *timedAppender) Append(_ context.Context, index []IndexEntry, recs []rec
 		seqs[i] = r.Seq
 	}
 	return seqs, nil
+}
+
+// close closes the gate: appends from now on wait. waiting receives once
+// for each.
+func (a *timedAppender) close() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.gate = make(chan struct{})
+	if a.waiting == nil {
+		a.waiting = make(chan struct{}, 16)
+	}
+}
+
+// open lets held appends and later ones through; it does nothing while
+// the gate is open.
+func (a *timedAppender) open() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.gate != nil {
+		close(a.gate)
+		a.gate = nil
+	}
 }
 
 // kinds returns the record kinds of each append, in order.
@@ -68,7 +100,7 @@ type holdBundle struct {
 func newHoldBundle(t *testing.T) *holdBundle {
 	t.Helper()
 	b := &holdBundle{clk: clocktest.New(t0)}
-	b.app = &timedAppender{clk: b.clk}
+	b.app = &timedAppender{clk: b.clk, took: commitTook}
 	ids := 0
 	m := NewMachine(Config{
 		Workers: 4, DeliveryTimeout: deliveryTimeout,

@@ -2,9 +2,7 @@ package scheduler
 
 import (
 	"context"
-	"slices"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,60 +11,9 @@ import (
 	"github.com/quire-dev/quire/replay"
 )
 
-// gatedAppender acknowledges appends at once, or, while closed, holds each
-// one until it is opened again.
-type gatedAppender struct {
-	mu      sync.Mutex
-	gate    chan struct{} // not nil while closed
-	waiting chan struct{} // receives once per append that waits at the gate
-	appends [][]record.Record
-}
-
-func newGatedAppender() *gatedAppender {
-	return &gatedAppender{waiting: make(chan struct{}, 16)}
-}
-
-func (a *gatedAppender) Append(_ context.Context, index []IndexEntry, recs []record.Record, units []Unit) ([]uint64, error) {
-	if err := checkUnits(recs, index, units); err != nil {
-		return nil, err
-	}
-	a.mu.Lock()
-	gate := a.gate
-	a.mu.Unlock()
-	if gate != nil {
-		a.waiting <- struct{}{}
-		<-gate
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.appends = append(a.appends, slices.Clone(recs))
-	seqs := make([]uint64, len(recs))
-	for i, r := range recs {
-		seqs[i] = r.Seq
-	}
-	return seqs, nil
-}
-
-func (a *gatedAppender) close() {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.gate = make(chan struct{})
-}
-
-// open lets held appends and later ones through; it does nothing while
-// the gate is open.
-func (a *gatedAppender) open() {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.gate != nil {
-		close(a.gate)
-		a.gate = nil
-	}
-}
-
 // started returns the attempt_started record of job id and the number of
 // the append that carried it, or fails the test.
-func (a *gatedAppender) started(t *testing.T, id string) (*record.AttemptStarted, int) {
+func (a *timedAppender) started(t *testing.T, id string) (*record.AttemptStarted, int) {
 	t.Helper()
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -81,24 +28,26 @@ func (a *gatedAppender) started(t *testing.T, id string) (*record.AttemptStarted
 	return nil, 0
 }
 
-func (a *gatedAppender) count() int {
+func (a *timedAppender) count() int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return len(a.appends)
 }
 
-// wakeBundle is a dispatching Runner on a fake clock over a gatedAppender.
+// wakeBundle is a dispatching Runner on a fake clock over a timedAppender
+// whose appends take no time.
 // Each attempt runs until release receives.
 type wakeBundle struct {
 	clk     *clocktest.Clock
-	app     *gatedAppender
+	app     *timedAppender
 	r       *Runner
 	release chan struct{}
 }
 
 func newWakeBundle(t *testing.T, workers int) *wakeBundle {
 	t.Helper()
-	b := &wakeBundle{clk: clocktest.New(t0), app: newGatedAppender(), release: make(chan struct{})}
+	b := &wakeBundle{clk: clocktest.New(t0), release: make(chan struct{})}
+	b.app = &timedAppender{clk: b.clk}
 	ids := 0
 	m := NewMachine(Config{
 		Workers: workers, DeliveryTimeout: deliveryTimeout,
