@@ -95,9 +95,10 @@ func (b *wakeBundle) armedAt(t *testing.T, at time.Time) bool {
 	return ok && next.Equal(at)
 }
 
-// JB-6, RL-9: a job that comes due while every worker slot is taken could
-// not start, so the runner arms no timer for it: the settlement that frees
-// a slot starts it, with S the instant of that settlement (DL-7).
+// JB-1, RL-9: a delayed job that comes due while every worker slot is
+// taken could not start, so the runner arms no timer for it: the
+// settlement that frees a slot starts it, with S the instant of that
+// settlement (DL-7).
 func TestRL9_NoWakeForADelayedJobWhileNoSlotIsFree(t *testing.T) {
 	b := newWakeBundle(t, 1)
 	delayed := b.enqueue(t, time.Second)
