@@ -44,12 +44,8 @@ func (a *memAppender) Append(ctx context.Context, index []IndexEntry, recs []rec
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	seqs := make([]uint64, len(recs))
-	for i, r := range recs {
-		seqs[i] = r.Seq
-		a.recs = append(a.recs, r)
-	}
-	return seqs, nil
+	a.recs = append(a.recs, recs...)
+	return seqsOf(recs), nil
 }
 
 func (a *memAppender) settlements() []record.Record {

@@ -267,6 +267,15 @@ func (j *journal) start(id string, attempt int32) uint64 {
 		HardAt: ts(deliveryTimeout).UnixNano(), NormalAt: ts(deliveryTimeout - time.Second).UnixNano()})
 }
 
+// seqsOf returns the seqs of recs, as an [Appender] returns them.
+func seqsOf(recs []record.Record) []uint64 {
+	seqs := make([]uint64, len(recs))
+	for i, r := range recs {
+		seqs[i] = r.Seq
+	}
+	return seqs
+}
+
 // checkUnits returns an error unless units (nil: one unit) partition recs
 // and index in order, each with at least one record: what an [Appender]
 // requires (RL-4).

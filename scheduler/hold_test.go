@@ -45,11 +45,7 @@ func (a *timedAppender) Append(_ context.Context, index []IndexEntry, recs []rec
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.appends = append(a.appends, slices.Clone(recs))
-	seqs := make([]uint64, len(recs))
-	for i, r := range recs {
-		seqs[i] = r.Seq
-	}
-	return seqs, nil
+	return seqsOf(recs), nil
 }
 
 // close closes the gate: appends from now on wait. waiting receives once
