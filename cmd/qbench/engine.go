@@ -10,6 +10,7 @@ import (
 	"github.com/quire-dev/quire/api"
 	"github.com/quire-dev/quire/clock"
 	"github.com/quire-dev/quire/journal"
+	"github.com/quire-dev/quire/journal/record"
 )
 
 // payload is the job payload of every workload: an index into the
@@ -50,6 +51,10 @@ type journalShape struct {
 	records, appends int
 	// groupEnds holds the last seq of each group, in order.
 	groupEnds []uint64
+	// starts counts attempt_started records, and startAppends the groups
+	// that carried at least one: how many synced commits the starts
+	// waited for, and so how the engine batched them.
+	starts, startAppends int
 }
 
 // appendsThrough returns the records and groups up to seq (inclusive).
@@ -72,6 +77,15 @@ func (s journalShape) set(o *obj) {
 	}
 }
 
+// setStarts reports how the starts were batched: the appends that carried
+// attempt_started records and the starts per such append.
+func (s journalShape) setStarts(o *obj) {
+	o.set("start_appends", float64(s.startAppends))
+	if s.startAppends > 0 {
+		o.set("starts_per_start_append", round(float64(s.starts)/float64(s.startAppends), 2))
+	}
+}
+
 // readShape scans a closed journal. The journal stamps every record of one
 // group commit with one At read from the clock (never below the previous
 // group's), so a change of At marks a new group; two groups stamped in the
@@ -83,8 +97,9 @@ func readShape(dir string) (journalShape, error) {
 	}
 	defer j.Close()
 	var (
-		s      journalShape
-		lastAt int64 = -1
+		s        journalShape
+		lastAt   int64 = -1
+		startsAt int64 = -1 // At of the last group counted in startAppends
 	)
 	it := j.Scan(1, j.LastSeq())
 	defer it.Close()
@@ -97,6 +112,13 @@ func readShape(dir string) (journalShape, error) {
 			s.groupEnds = append(s.groupEnds, r.Seq)
 		} else {
 			s.groupEnds[len(s.groupEnds)-1] = r.Seq
+		}
+		if r.Kind() == record.KindAttemptStarted {
+			s.starts++
+			if r.At != startsAt {
+				s.startAppends++
+				startsAt = r.At
+			}
 		}
 	}
 	return s, it.Err()

@@ -235,8 +235,10 @@ func (b *bench) timersOnce(ctx context.Context, n int, paced bool, backend timer
 		}
 	}
 	stopProfile()
+	var shape journalShape
 	if isEngine {
-		if _, cerr := closeEng(); err == nil {
+		var cerr error
+		if shape, cerr = closeEng(); err == nil {
 			err = cerr
 		}
 	}
@@ -270,6 +272,7 @@ func (b *bench) timersOnce(ctx context.Context, n int, paced bool, backend timer
 	o.set("min_ms", ms(late[0]))
 	if isEngine {
 		o.set("requested_from_status", fmt.Sprintf("%d/%d", exact, n))
+		shape.setStarts(o)
 	}
 	o.set("requested_spread_ms", ms(hi.Sub(lo)))
 	return o, nil
