@@ -233,8 +233,11 @@ func (w *Workflow) WaitForSignal(names ...string) *Workflow {
 	return w.waitSignal("WaitForSignal", scheduler.ModeAll, names)
 }
 
-// WaitForAnySignal is WaitForSignal satisfied by the first signal of any
-// of the names.
+// WaitForAnySignal is WaitForSignal satisfied by the first stored signal of
+// any of the names, oldest first. The result does not name the signal
+// that settled the wait: its public payload merges into the state, or goes
+// alone under the [Workflow.Into] key. Senders whose signals must be told
+// apart put the decision in the payload.
 func (w *Workflow) WaitForAnySignal(names ...string) *Workflow {
 	return w.waitSignal("WaitForAnySignal", scheduler.ModeAny, names)
 }
@@ -256,7 +259,9 @@ func (w *Workflow) waitSignal(option, mode string, names []string) *Workflow {
 }
 
 // WaitForWorkflows adds a step that waits for the workflows ids (WF-7):
-// 1 to [WaitWorkflowsMax] ids, each a workflow id, 1 to 127 bytes.
+// 1 to [WaitWorkflowsMax] ids, each a workflow id, 1 to 127 bytes. The ids
+// are part of the definition (and of its hash); for ids known only when
+// the workflow runs, use [Workflow.WaitForWorkflowsIn].
 func (w *Workflow) WaitForWorkflows(mode WaitMode, ids ...string) *Workflow {
 	name := strconv.Itoa(len(w.steps))
 	if len(ids) == 0 {
@@ -300,9 +305,15 @@ func (w *Workflow) checkMode(step string, mode WaitMode, n int) {
 	}
 }
 
-// Into stores the result of the last wait step under key instead of
-// merging it: a signal's public payload, or for WaitForWorkflows the map of
-// id to status and public state.
+// Into stores the result of the last wait step under key:
+//   - WaitForSignal with one name, or WaitForAnySignal: the picked signal's
+//     public payload. Without Into its keys merge into the state.
+//   - WaitForSignal with several names: a map of signal name to public
+//     payload. Without Into all the payloads' keys merge into the state.
+//   - WaitForWorkflows and WaitForWorkflowsIn: a map of each known id to
+//     {"status": ..., "state": its public state}, with ids still running
+//     under Any or Quorum included and unknown ids left out. Without Into
+//     this result is not stored.
 func (w *Workflow) Into(key string) *Workflow {
 	if len(w.steps) == 0 {
 		w.fail("", "Into", "no step to apply it to")
@@ -383,6 +394,13 @@ func (w *Workflow) MaxAttempts(n int) *Workflow {
 // MustCompleteWithin sets the workflow's deadline: deadline_at = dispatch +
 // d, fixed at dispatch (WD-1, WD-3). d must be > 0; a second call replaces
 // the first.
+//
+// The periodic check expires a running workflow once the deadline passes.
+// A paused workflow, or one waiting for a signal or for other workflows,
+// is not expired by the clock alone (WD-11): a signal or a dependency's
+// end that settles the wait after deadline_at fails it with "Deadline
+// exceeded" in that same append (WD-7), and after a Resume the next check
+// fails it.
 func (w *Workflow) MustCompleteWithin(d time.Duration) *Workflow {
 	if d <= 0 {
 		w.fail("", "MustCompleteWithin", fmt.Sprintf("duration must be > 0, got %v", d))

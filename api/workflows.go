@@ -135,6 +135,12 @@ func IdempotencyKey(k string) DispatchOption {
 // (WF-13) and returns its id once workflow_started and the first step's
 // entry are synced. With MustCompleteWithin, deadline_at is fixed now
 // (WD-3).
+//
+// A handler may call Dispatch. The dispatch is its own append, not part of
+// the attempt's settlement: an attempt that fails or is redelivered after
+// a crash dispatches again when it runs again, so a handler passes an
+// [IdempotencyKey] derived from its job or workflow (as in the example of
+// [Workflow.WaitForWorkflowsIn]) to get the same workflow back.
 func (e *Engine) Dispatch(ctx context.Context, name string, state State, opts ...DispatchOption) (string, error) {
 	if err := e.admit(); err != nil {
 		return "", err
@@ -283,7 +289,7 @@ type WorkflowInfo struct {
 	State          State // public state
 	ParentID       string
 	ParentStep     int
-	WaitingFor     []string // signal names or workflow ids of the current wait
+	WaitingFor     []string // every signal name or workflow id of the current wait step, settled or not
 	WaitMode       string
 	DelayUntil     time.Time // a pending Delay's fire instant
 	DeadlineAt     time.Time // zero without a deadline
