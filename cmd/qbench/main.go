@@ -30,6 +30,9 @@
 //	-workers LIST    Options.Workers values tried by enqueue and chain
 //	                 (default 16,64,256); a summary line names the best
 //	-timer-workers N Options.Workers of the timers workload (default 64)
+//	-timer-modes L   the timers modes to run: paced, burst or both
+//	                 (default paced,burst); the paced mode takes about 15 s
+//	                 a run, the burst under a second
 //	-producers N     goroutines that call Enqueue concurrently (default 64)
 //	-runs N          repeat each measurement N times and report the median
 //	                 of every figure, with the primary figure of each run
@@ -114,6 +117,7 @@ type config struct {
 	sizes        []int
 	workers      []int
 	timerWorkers int
+	timerModes   []string
 	producers    int
 	runs         int
 	dir          string
@@ -124,14 +128,16 @@ type config struct {
 
 func main() {
 	var (
-		cfg     config
-		sizes   string
-		workers string
+		cfg        config
+		sizes      string
+		workers    string
+		timerModes string
 	)
 	flag.StringVar(&cfg.workload, "workload", "all", "all|baseline|enqueue|chain|timers")
 	flag.StringVar(&sizes, "n", "", "comma-separated sizes for the selected workloads (default per workload)")
 	flag.StringVar(&workers, "workers", "16,64,256", "comma-separated Options.Workers values for enqueue and chain")
 	flag.IntVar(&cfg.timerWorkers, "timer-workers", 64, "Options.Workers of the timers workload")
+	flag.StringVar(&timerModes, "timer-modes", "paced,burst", "comma-separated timers modes to run: paced, burst")
 	flag.IntVar(&cfg.producers, "producers", 64, "goroutines calling Enqueue concurrently")
 	flag.IntVar(&cfg.runs, "runs", 1, "repetitions of each measurement; the median is reported")
 	flag.StringVar(&cfg.dir, "dir", "", "parent of the temporary journal directories (default: system temp dir)")
@@ -149,6 +155,14 @@ func main() {
 	}
 	if len(cfg.workers) == 0 {
 		fatal(errors.New("-workers: need at least one value"))
+	}
+	for m := range strings.SplitSeq(timerModes, ",") {
+		if m != "paced" && m != "burst" {
+			fatal(fmt.Errorf("-timer-modes: unknown mode %q (want paced or burst)", m))
+		}
+		if !slices.Contains(cfg.timerModes, m) {
+			cfg.timerModes = append(cfg.timerModes, m)
+		}
 	}
 	if cfg.runs < 1 || cfg.producers < 1 || cfg.timerWorkers < 1 {
 		fatal(errors.New("-runs, -producers and -timer-workers must be >= 1"))

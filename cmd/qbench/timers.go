@@ -54,6 +54,9 @@ func (b *bench) timers(ctx context.Context) error {
 			paced  bool
 			target float64
 		}{{"paced", true, 1}, {"burst", false, 2}} {
+			if !slices.Contains(b.cfg.timerModes, mode.name) {
+				continue
+			}
 			var runs, base, syncs []*obj
 			for range b.cfg.runs {
 				o, err := b.timersOnce(ctx, n, mode.paced, goTimers)
