@@ -7,6 +7,7 @@ import (
 	"fmt"
 	iofs "io/fs"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -702,5 +703,70 @@ func TestSnapshots(t *testing.T) { // spec §4.3
 	}
 	if rep, err := j.Verify(); err != nil || rep.Snapshots != 1 {
 		t.Fatalf("Verify after deleting the bad snapshot: %+v, %v", rep, err)
+	}
+}
+
+// TestGroupKeepsIndexOrderAndStreams builds one group from two appends
+// while the previous group's sync is held, with index entries that set and
+// delete the same ids, within an append and across the two. A group
+// writes its e/ keys first and its s/ keys and index entries after them;
+// the later entry for an id must still win, and every record must still
+// be found through its stream.
+func TestGroupKeepsIndexOrderAndStreams(t *testing.T) {
+	t.Parallel()
+	g := newGateFS()
+	j := openJ(t, g, "db", Options{})
+	defer func() { _ = j.Close() }()
+	mustAppend(t, j, debugRec("job_0", "warm-up"))
+
+	held, release := holdSync(g)
+	defer release()
+	var wg sync.WaitGroup
+	appendIndexed := func(index []IndexEntry, recs ...record.Record) {
+		wg.Go(func() {
+			if _, err := j.AppendIndexed(context.Background(), index, recs...); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	joined := func(n uint64) { // waits until n appends joined a group
+		for j.m.taken.Load() < n {
+			runtime.Gosched()
+		}
+	}
+	base := j.m.taken.Load()
+	appendIndexed([]IndexEntry{{ID: "job_1", Value: []byte("v1")}}, debugRec("job_1", "a"))
+	<-held // the first group is syncing; the next two appends share a group
+	appendIndexed([]IndexEntry{{ID: "job_1", Value: []byte("v2")}, {ID: "job_2", Value: []byte("w")},
+		{ID: "job_3", Value: []byte("x")}, {ID: "job_3"}},
+		debugRec("job_1", "b"), debugRec("job_2", "c"))
+	joined(base + 2)
+	appendIndexed([]IndexEntry{{ID: "job_2"}, {ID: "job_1", Value: []byte("v3")}},
+		debugRec("job_2", "d"), debugRec("job_1", "e"))
+	joined(base + 3)
+	release()
+	wg.Wait()
+
+	if groups := j.Metrics().Groups; groups != 3 {
+		t.Fatalf("%d groups, want 3 (warm-up, first, the two joined)", groups)
+	}
+	for id, want := range map[string]string{"job_1": "v3", "job_2": "", "job_3": ""} {
+		v, ok, err := j.Index(id)
+		if err != nil || ok != (want != "") || string(v) != want {
+			t.Errorf("Index(%s) = %q, %v, %v; want %q", id, v, ok, err, want)
+		}
+	}
+	for id, want := range map[string][]string{"job_1": {"a", "b", "e"}, "job_2": {"c", "d"}} {
+		it := j.ScanStream(id, 1)
+		var got []string
+		for it.Next() {
+			got = append(got, msgOf(t, it.Record()))
+		}
+		if err := it.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("stream %s holds %v, want %v", id, got, want)
+		}
 	}
 }

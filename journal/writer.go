@@ -81,15 +81,21 @@ type writerState struct {
 	lastSeq uint64
 	lastSum uint32
 	lastAt  int64
-	key     []byte
 	cur     *group        // the group being built, nil if none
 	taken   chan struct{} // closed when cur is taken for commit; nil until someone waits
 }
 
 // group is one batch: its records, their callers and the commit outcome.
 type group struct {
-	b        *pebble.Batch
-	reqs     []*request
+	b    *pebble.Batch
+	reqs []*request
+	// skeys holds the group's s/ keys back to back, each ending at its
+	// offset in sends, and index its index entries in request order: both
+	// go into b after every e/ key (finishBatch), so that the memtable
+	// takes the e/ keys, consecutive and ascending, on its fast path.
+	skeys    []byte
+	sends    []int
+	index    []IndexEntry
 	n, size  int // records, and bytes as GroupBytesMax counts them
 	hasIndex bool
 	lastSeq  uint64
@@ -277,16 +283,12 @@ func (j *Journal) addToGroup(g *group, r *request) {
 			// batch is unusable, so stop rather than commit half a group.
 			panic(fmt.Sprintf("journal: build batch: %v", err))
 		}
-		w.key = appendStreamKey(w.key[:0], p.Stream, seq)
-		_ = g.b.Set(w.key, nil, nil)
+		g.skeys = appendStreamKey(g.skeys, p.Stream, seq)
+		g.sends = append(g.sends, len(g.skeys))
 	}
-	for _, e := range r.index {
+	if len(r.index) > 0 {
 		g.hasIndex = true
-		if e.Value == nil {
-			_ = g.b.Delete(indexKey(e.ID), nil)
-		} else {
-			_ = g.b.Set(indexKey(e.ID), e.Value, nil)
-		}
+		g.index = append(g.index, r.index...)
 	}
 	w.lastSeq, w.lastSum, w.lastAt = seq, sum, g.at
 	g.lastSeq = seq
@@ -380,6 +382,7 @@ func (j *Journal) commitGroup(g *group) {
 		g.err = j.failStopError("append")
 		return
 	}
+	g.finishBatch()
 	batchBytes := g.b.Len()
 	if g.hasIndex {
 		j.visMu.Lock()
@@ -399,6 +402,25 @@ func (j *Journal) commitGroup(g *group) {
 	}
 }
 
+// finishBatch writes g's s/ keys and index entries into its batch, after
+// its e/ keys. Within one batch the order changes nothing but the
+// memtable's work: the keys are distinct, and index entries keep their
+// order, so a later entry for an id still wins.
+func (g *group) finishBatch() {
+	start := 0
+	for _, end := range g.sends {
+		_ = g.b.Set(g.skeys[start:end], nil, nil)
+		start = end
+	}
+	for _, e := range g.index {
+		if e.Value == nil {
+			_ = g.b.Delete(indexKey(e.ID), nil)
+		} else {
+			_ = g.b.Set(indexKey(e.ID), e.Value, nil)
+		}
+	}
+}
+
 // answer replies to every caller of g with g's outcome and recycles g.
 func (j *Journal) answer(g *group) {
 	for _, r := range g.reqs {
@@ -406,7 +428,8 @@ func (j *Journal) answer(g *group) {
 		r.done <- struct{}{}
 	}
 	clear(g.reqs)
-	*g = group{reqs: g.reqs[:0]}
+	clear(g.index)
+	*g = group{reqs: g.reqs[:0], skeys: g.skeys[:0], sends: g.sends[:0], index: g.index[:0]}
 	groupPool.Put(g)
 }
 
