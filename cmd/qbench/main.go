@@ -81,7 +81,7 @@
 //     into group commits and may. Targets p99 <= 1 ms paced, <= 2 ms burst.
 //     The engine's runs also give start_appends, the synced commits that
 //     carried attempt_started records, and starts_per_start_append: at
-//     Workers 64 a burst's starts go about 25-32 to a commit, since each
+//     Workers 64 a burst's starts go about 25-28 to a commit, since each
 //     start waits for the commit in flight when its slot frees.
 //
 // The first and last lines ("workload":"env") give the load average and
