@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -49,7 +50,7 @@ func TestReadShapeCountsStartAppends(t *testing.T) {
 		t.Fatalf("shape = %d records in %d appends, %d starts in %d appends; want 7 in 3, 5 in 2",
 			s.records, s.appends, s.starts, s.startAppends)
 	}
-	if got, want := s.groupEnds, []uint64{2, 3, 7}; len(got) != 3 || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
+	if got, want := s.groupEnds, []uint64{2, 3, 7}; !slices.Equal(got, want) {
 		t.Fatalf("groupEnds = %v, want %v", got, want)
 	}
 	o := newObj()
