@@ -67,7 +67,13 @@ type Job struct {
 	MaxAttempts int
 	// AvailableAt is when a pending job may start (zero for other statuses).
 	AvailableAt time.Time
-	// LastCode and LastError describe the last failure, if any.
+	// LastCode and LastError describe the last failure, if any. LastCode
+	// is the code of a [Retryable] or [Permanent] error, HANDLER_ERROR for
+	// any other error, or a code of the engine's (HANDLER_PANICKED,
+	// DELIVERY_TIMEOUT, ...). LastError is the error's whole text: for
+	// Retryable and Permanent it starts with the class and code
+	// ("retryable MAINTENANCE: billing is in maintenance"); for a panic
+	// it is the panic value.
 	LastCode   string
 	LastError  string
 	WorkflowID string
