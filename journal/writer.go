@@ -93,14 +93,13 @@ type group struct {
 	// offset in sends, and index its index entries in request order: both
 	// go into b after every e/ key (finishBatch), so that the memtable
 	// takes the e/ keys, consecutive and ascending, on its fast path.
-	skeys    []byte
-	sends    []int
-	index    []IndexEntry
-	n, size  int // records, and bytes as GroupBytesMax counts them
-	hasIndex bool
-	lastSeq  uint64
-	at       int64
-	err      error
+	skeys   []byte
+	sends   []int
+	index   []IndexEntry
+	n, size int // records, and bytes as GroupBytesMax counts them
+	lastSeq uint64
+	at      int64
+	err     error
 }
 
 var groupPool = sync.Pool{New: func() any { return &group{} }}
@@ -286,10 +285,7 @@ func (j *Journal) addToGroup(g *group, r *request) {
 		g.skeys = appendStreamKey(g.skeys, p.Stream, seq)
 		g.sends = append(g.sends, len(g.skeys))
 	}
-	if len(r.index) > 0 {
-		g.hasIndex = true
-		g.index = append(g.index, r.index...)
-	}
+	g.index = append(g.index, r.index...)
 	w.lastSeq, w.lastSum, w.lastAt = seq, sum, g.at
 	g.lastSeq = seq
 	g.reqs = append(g.reqs, r)
@@ -384,14 +380,14 @@ func (j *Journal) commitGroup(g *group) {
 	}
 	g.finishBatch()
 	batchBytes := g.b.Len()
-	if g.hasIndex {
+	if len(g.index) > 0 {
 		j.visMu.Lock()
 	}
 	g.err = j.commitSync(g.b, "append")
 	if g.err == nil {
 		j.publish(g.lastSeq, g.at)
 	}
-	if g.hasIndex {
+	if len(g.index) > 0 {
 		j.visMu.Unlock()
 	}
 	if g.err == nil {
