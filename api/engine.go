@@ -49,6 +49,12 @@ const (
 	Failed
 )
 
+// Live reports whether an engine in state l is alive (SD-34): true from
+// Starting through Draining, false once it is Stopped or Failed. A process
+// whose engine is not live should exit and restart; restarting replays the
+// journal.
+func (l Lifecycle) Live() bool { return l <= Draining }
+
 func (l Lifecycle) String() string {
 	return [...]string{"starting", "recovering", "ready", "draining", "stopped", "failed"}[l]
 }
@@ -87,13 +93,16 @@ type Engine struct {
 
 	mu        sync.Mutex
 	lifecycle Lifecycle
-	closed    chan struct{}
-	closeErr  error
-	closeOnce sync.Once
-	fatal     error
-	stats     OpenStats
-	snapWG    sync.WaitGroup
-	snapMu    sync.Mutex // one snapshot write and check at a time, in seq order
+	// dispatching is set once Start, Run or RunOnce turned the dispatcher
+	// on; with lifecycle Ready it makes the engine ready (SD-34).
+	dispatching bool
+	closed      chan struct{}
+	closeErr    error
+	closeOnce   sync.Once
+	fatal       error
+	stats       OpenStats
+	snapWG      sync.WaitGroup
+	snapMu      sync.Mutex // one snapshot write and check at a time, in seq order
 	// crashed is set when Close abandoned the engine without a shutdown
 	// (an already-ended ctx before any initiation).
 	crashed bool
@@ -359,6 +368,26 @@ func (e *Engine) Lifecycle() Lifecycle {
 	return e.lifecycle
 }
 
+// Live reports whether the engine is alive (SD-34): its lifecycle is
+// Starting, Recovering, Ready or Draining. It is false once the engine is
+// Stopped or Failed; a liveness probe that sees false should restart the
+// process.
+func (e *Engine) Live() bool { return e.Lifecycle().Live() }
+
+// Ready reports whether the engine is ready (SD-34): its lifecycle is Ready
+// (admission open, no shutdown initiated) and its dispatcher runs, that is
+// [Engine.Start], [Engine.Run] or [Engine.RunOnce] was called. An engine
+// that is only open accepts Enqueue and Dispatch but starts nothing, so it
+// is not ready. A readiness probe is its natural caller.
+func (e *Engine) Ready() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.ready()
+}
+
+// ready is Ready with e.mu held.
+func (e *Engine) ready() bool { return e.lifecycle == Ready && e.dispatching }
+
 func (e *Engine) setLifecycle(l Lifecycle) {
 	e.mu.Lock()
 	e.lifecycle = l
@@ -473,19 +502,24 @@ func (e *Engine) Start(ctx context.Context) error {
 	if err := startupStep("start"); err != nil {
 		return e.rollBack("start", err)
 	}
-	if err := e.r.SetDispatch(ctx, true); err != nil {
-		return e.rollBack("start", err)
-	}
-	return nil
+	return e.dispatch(ctx)
 }
 
 func (e *Engine) startOnce(ctx context.Context) error {
 	if err := e.admit(); err != nil {
 		return err
 	}
+	return e.dispatch(ctx)
+}
+
+// dispatch turns the dispatcher on: attempts start from here.
+func (e *Engine) dispatch(ctx context.Context) error {
 	if err := e.r.SetDispatch(ctx, true); err != nil {
 		return e.rollBack("start", err)
 	}
+	e.mu.Lock()
+	e.dispatching = true
+	e.mu.Unlock()
 	return nil
 }
 

@@ -36,7 +36,11 @@ var errQueuesWithheld = errors.New("quire: internal queues not closed: drain not
 // EngineSnapshot is a point-in-time view of the engine (SD-34).
 type EngineSnapshot struct {
 	Lifecycle Lifecycle
-	Shutdown  ShutdownStatus
+	// Live and Ready are the lifecycle's columns in SD-34, as
+	// [Engine.Live] and [Engine.Ready] report them, read together with
+	// Lifecycle.
+	Live, Ready bool
+	Shutdown    ShutdownStatus
 }
 
 // ShutdownStatus is the shutdown part of an [EngineSnapshot] (SD-34).
@@ -54,8 +58,13 @@ type ShutdownStatus struct {
 // Snapshot returns the engine's lifecycle and shutdown status (SD-34).
 func (e *Engine) Snapshot() EngineSnapshot {
 	rep := e.coord.Report()
+	e.mu.Lock()
+	lc, ready := e.lifecycle, e.ready()
+	e.mu.Unlock()
 	return EngineSnapshot{
-		Lifecycle: e.Lifecycle(),
+		Lifecycle: lc,
+		Live:      lc.Live(),
+		Ready:     ready,
 		Shutdown: ShutdownStatus{
 			Initiated: e.initiated.Load(),
 			Completed: rep != nil,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"net/http"
 	"time"
 
 	"github.com/quire-dev/quire/api"
@@ -212,7 +213,7 @@ func ExampleEngine_ShutdownStarted() {
 	go func() { done <- eng.Shutdown(ctx) }()
 
 	<-eng.ShutdownStarted() // e.g. make the readiness probe fail
-	fmt.Println("not ready:", eng.Lifecycle())
+	fmt.Println("ready:", eng.Ready(), eng.Lifecycle())
 	_, err = eng.Enqueue(ctx, "bake", greeting{Name: "cake"})
 	fmt.Println(errors.Is(err, api.ErrShuttingDown))
 	close(release)
@@ -220,7 +221,7 @@ func ExampleEngine_ShutdownStarted() {
 		log.Fatal(err)
 	}
 	// Output:
-	// not ready: draining
+	// ready: false draining
 	// true
 }
 
@@ -234,13 +235,55 @@ func ExampleEngine_Snapshot() {
 		log.Fatal(err)
 	}
 	s := eng.Snapshot()
-	fmt.Println(s.Lifecycle, s.Shutdown.Initiated, s.Shutdown.Completed, s.Shutdown.Report == nil)
+	fmt.Println(s.Lifecycle, s.Live, s.Ready, s.Shutdown.Initiated, s.Shutdown.Completed, s.Shutdown.Report == nil)
+	if err := eng.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	s = eng.Snapshot()
+	fmt.Println(s.Lifecycle, s.Live, s.Ready)
 	if err := eng.Shutdown(ctx); err != nil {
 		log.Fatal(err)
 	}
 	s = eng.Snapshot()
-	fmt.Println(s.Lifecycle, s.Shutdown.Initiated, s.Shutdown.Completed, s.Shutdown.Report.Completion)
+	fmt.Println(s.Lifecycle, s.Live, s.Ready, s.Shutdown.Initiated, s.Shutdown.Completed, s.Shutdown.Report.Completion)
 	// Output:
-	// ready false false true
-	// stopped true true graceful_completed
+	// ready true false false false true
+	// ready true true
+	// stopped false false true true graceful_completed
+}
+
+// Live and Ready are what a process's health probes report (SD-34): live
+// until the engine stops or fails, ready only while it admits work and
+// starts attempts.
+func ExampleEngine_Ready() {
+	ctx := context.Background()
+	opts, _ := exampleOptions()
+	eng, err := api.Open(ctx, opts)
+	if err != nil {
+		log.Fatal(err)
+	}
+	mux := http.NewServeMux() // served by the process's admin listener
+	mux.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) {
+		if !eng.Live() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !eng.Ready() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	})
+	fmt.Println("opened:", eng.Live(), eng.Ready())
+	if err := eng.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("started:", eng.Live(), eng.Ready())
+	if err := eng.Close(ctx); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("closed:", eng.Live(), eng.Ready())
+	// Output:
+	// opened: true false
+	// started: true true
+	// closed: false false
 }

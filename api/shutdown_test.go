@@ -265,3 +265,47 @@ func TestSD36_InterruptedShutdownIsNotedAtRecovery(t *testing.T) {
 		t.Fatalf("stats %+v", eng.Stats())
 	}
 }
+
+// TestSD34_LiveAndReadyFollowTheLifecycle walks an engine through the
+// states of SD-34's table and checks the Live and Ready columns, through
+// the methods and through Snapshot.
+func TestSD34_LiveAndReadyFollowTheLifecycle(t *testing.T) {
+	b := setup(t, nil)
+	want := func(stage string, lc api.Lifecycle, live, ready bool) {
+		t.Helper()
+		s := b.eng.Snapshot()
+		if s.Lifecycle != lc || s.Live != live || s.Ready != ready ||
+			b.eng.Lifecycle() != lc || b.eng.Live() != live || b.eng.Ready() != ready {
+			t.Fatalf("%s: snapshot %v live %t ready %t, methods %v live %t ready %t; want %v live %t ready %t",
+				stage, s.Lifecycle, s.Live, s.Ready, b.eng.Lifecycle(), b.eng.Live(), b.eng.Ready(), lc, live, ready)
+		}
+	}
+	// Open, not started: admission is open but nothing starts.
+	want("open", api.Ready, true, false)
+	started, release := blocking(t, b.eng)
+	b.enqueue("block", msg{})
+	b.start()
+	want("started", api.Ready, true, true)
+	<-started
+	res := make(chan error, 1)
+	go func() { res <- b.eng.Shutdown(b.ctx) }()
+	awaitInitiated(b.eng)
+	want("draining", api.Draining, true, false)
+	close(release)
+	if err := <-res; err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	want("stopped", api.Stopped, false, false)
+}
+
+// TestSD34_LifecycleColumns pins the Live column for every state.
+func TestSD34_LifecycleColumns(t *testing.T) {
+	for lc, live := range map[api.Lifecycle]bool{
+		api.Starting: true, api.Recovering: true, api.Ready: true, api.Draining: true,
+		api.Stopped: false, api.Failed: false,
+	} {
+		if lc.Live() != live {
+			t.Errorf("%v.Live() = %t, want %t", lc, lc.Live(), live)
+		}
+	}
+}

@@ -705,6 +705,12 @@ func (r *Runner) acked(a ack) bool {
 		r.mu.Lock()
 		r.fatal = a.err
 		r.mu.Unlock()
+		// OnFatal first: a caller that learns of the failure from its
+		// reply finds the owner already told (a fail-stopped engine is
+		// not live, SD-34).
+		if r.cfg.OnFatal != nil {
+			r.cfg.OnFatal(a.err)
+		}
 		for _, c := range a.b.replies {
 			c <- a.err
 		}
@@ -715,9 +721,6 @@ func (r *Runner) acked(a ack) bool {
 		}
 		r.pending = nil
 		r.abandonAll()
-		if r.cfg.OnFatal != nil {
-			r.cfg.OnFatal(a.err)
-		}
 		return false
 	}
 	if n := len(a.b.d.Records); n > 0 {

@@ -7,6 +7,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+
+	"github.com/quire-dev/quire/api"
 )
 
 // injector is the world's fault injector, wrapped around every instance's
@@ -67,6 +69,9 @@ func (w *World) DiskFault(handler string, payload any) {
 		if err == nil {
 			w.fail("RL-2: an enqueue was acknowledged although its WAL commit failed")
 			return
+		}
+		if s := w.eng.Snapshot(); s.Live || s.Ready || s.Lifecycle != api.Failed {
+			w.fail("SD-34: after a failed WAL commit the engine is %s (live %t, ready %t), want failed and neither", s.Lifecycle, s.Live, s.Ready)
 		}
 		w.crashN++
 		w.kill() // fail-stopped: errors ignored
