@@ -226,7 +226,8 @@ func Open(dir string, opts Options) (*Journal, error) {
 		closedCh: make(chan struct{}),
 		iters:    make(map[openIter]struct{}),
 	}
-	if err := j.checkDir(); err != nil {
+	format, err := j.checkDir()
+	if err != nil {
 		return nil, err
 	}
 	listener := &pebble.EventListener{
@@ -243,26 +244,34 @@ func Open(dir string, opts Options) (*Journal, error) {
 	}
 	popts := &pebble.Options{
 		FS:                 fs,
-		FormatMajorVersion: pebble.FormatNewest,
+		FormatMajorVersion: format,
 		Logger:             failStopLogger{j},
 		EventListener:      listener,
 		ReadOnly:           o.ReadOnly,
 	}
-	err := guard(func() error {
+	err = guard(func() error {
 		db, err := pebble.Open(dir, popts)
 		if err != nil {
 			return err
 		}
 		j.db = db
-		if !o.ReadOnly {
-			// Rotate the WAL: a new store's first WAL predates the format
-			// ratchet and lacks the synced-offset chunks (§2.1).
-			return db.Flush()
-		}
 		return nil
 	})
 	if err == nil {
 		err = j.load()
+	}
+	if err == nil && !o.ReadOnly {
+		// Only a store that load found to be a journal is changed: it is
+		// ratcheted to the newest format, and its WAL rotated, since a
+		// store's first WAL predates the ratchet and lacks the
+		// synced-offset chunks (§2.1). Another program's store is left
+		// at its format, which older Pebble versions could not read past.
+		err = guard(func() error {
+			if err := j.db.RatchetFormatMajorVersion(pebble.FormatNewest); err != nil {
+				return err
+			}
+			return j.db.Flush()
+		})
 	}
 	if err != nil {
 		if errors.Is(err, errFatal) {
@@ -297,18 +306,20 @@ func Open(dir string, opts Options) (*Journal, error) {
 }
 
 // checkDir refuses a directory that holds files but no Pebble store, and
-// creates a missing one (unless read-only).
-func (j *Journal) checkDir() error {
+// creates a missing one (unless read-only). It returns the format to open
+// the store at: the newest for a new store, an existing store's own (Open
+// ratchets it once the store proved to be a journal).
+func (j *Journal) checkDir() (pebble.FormatMajorVersion, error) {
 	fs := j.opts.FS
 	ls, err := fs.List(j.dir)
 	if err != nil {
 		if errors.Is(err, iofs.ErrNotExist) {
 			if j.opts.ReadOnly {
-				return &iofs.PathError{Op: "journal: open read-only", Path: j.dir, Err: iofs.ErrNotExist}
+				return 0, &iofs.PathError{Op: "journal: open read-only", Path: j.dir, Err: iofs.ErrNotExist}
 			}
-			return mkdirSynced(fs, j.dir)
+			return pebble.FormatNewest, mkdirSynced(fs, j.dir)
 		}
-		return fmt.Errorf("journal: open %s: %w", j.dir, err)
+		return 0, fmt.Errorf("journal: open %s: %w", j.dir, err)
 	}
 	var other []string
 	for _, name := range ls {
@@ -318,18 +329,18 @@ func (j *Journal) checkDir() error {
 	}
 	if len(other) == 0 {
 		if j.opts.ReadOnly {
-			return fmt.Errorf("%w: %s is empty", ErrNotJournal, j.dir)
+			return 0, fmt.Errorf("%w: %s is empty", ErrNotJournal, j.dir)
 		}
-		return nil
+		return pebble.FormatNewest, nil
 	}
 	desc, err := pebble.Peek(j.dir, fs)
 	if err != nil {
-		return pebbleError("open "+j.dir, err)
+		return 0, pebbleError("open "+j.dir, err)
 	}
 	if !desc.Exists {
-		return fmt.Errorf("%w: %s holds files (e.g. %q) but no Pebble store", ErrNotJournal, j.dir, other[0])
+		return 0, fmt.Errorf("%w: %s holds files (e.g. %q) but no Pebble store", ErrNotJournal, j.dir, other[0])
 	}
-	return checkWALs(fs, j.dir, ls)
+	return desc.FormatMajorVersion, checkWALs(fs, j.dir, ls)
 }
 
 // mkdirSynced creates dir and syncs the parent of every directory it

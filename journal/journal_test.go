@@ -77,8 +77,11 @@ func TestOpenNotJournal(t *testing.T) {
 		}
 	})
 	t.Run("pebble store without metadata", func(t *testing.T) {
+		// Another program's store, at the oldest format this Pebble
+		// reads: refused, and left at its format, which a ratchet would
+		// have made unreadable to the Pebble version that wrote it.
 		fs := vfs.NewMem()
-		db, err := pebble.Open("db", &pebble.Options{FS: fs, Logger: quietLogger{}})
+		db, err := pebble.Open("db", &pebble.Options{FS: fs, FormatMajorVersion: pebble.FormatMinSupported, Logger: quietLogger{}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -89,6 +92,10 @@ func TestOpenNotJournal(t *testing.T) {
 			if !errors.Is(err, ErrNotJournal) || !strings.Contains(err.Error(), "db") {
 				t.Fatalf("read-only %v: err %v, want ErrNotJournal naming db", ro, err)
 			}
+		}
+		desc, err := pebble.Peek("db", fs)
+		if err != nil || desc.FormatMajorVersion != pebble.FormatMinSupported {
+			t.Fatalf("after the refused opens the store is at format %v (%v), want %v", desc.FormatMajorVersion, err, pebble.FormatMinSupported)
 		}
 	})
 	t.Run("read-only missing dir", func(t *testing.T) {
@@ -105,6 +112,49 @@ func TestOpenNotJournal(t *testing.T) {
 			t.Fatalf("err %v, want ErrNotJournal", err)
 		}
 	})
+}
+
+// TestOpenRatchetsAnOlderJournal: a journal whose store is at an older
+// Pebble format (as one written before a Pebble upgrade) opens, keeps its
+// records, and is ratcheted to the newest format.
+func TestOpenRatchetsAnOlderJournal(t *testing.T) {
+	t.Parallel()
+	fs := vfs.NewMem()
+	j := openJ(t, fs, "db", Options{})
+	mustAppend(t, j, debugRec("s1", "kept"))
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Copy every key into a fresh store at the oldest supported format.
+	old := vfs.NewMem()
+	src, err := pebble.Open("db", &pebble.Options{FS: fs, FormatMajorVersion: pebble.FormatNewest, Logger: quietLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst, err := pebble.Open("db", &pebble.Options{FS: old, FormatMajorVersion: pebble.FormatMinSupported, Logger: quietLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	it, _ := src.NewIter(nil)
+	for it.First(); it.Valid(); it.Next() {
+		_ = dst.Set(it.Key(), it.Value(), nil)
+	}
+	_ = it.Close()
+	_ = src.Close()
+	if err := dst.Close(); err != nil {
+		t.Fatal(err)
+	}
+	j = openJ(t, old, "db", Options{})
+	if got := j.LastSeq(); got != 1 {
+		t.Fatalf("last seq %d, want 1", got)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	desc, err := pebble.Peek("db", old)
+	if err != nil || desc.FormatMajorVersion != pebble.FormatNewest {
+		t.Fatalf("journal at format %v (%v), want %v", desc.FormatMajorVersion, err, pebble.FormatNewest)
+	}
 }
 
 // rawEdit opens the store under dir as a plain Pebble DB for f.
