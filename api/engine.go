@@ -648,6 +648,14 @@ func (e *Engine) finish() error {
 // shutdown was initiated, Close abandons the engine without one, as a
 // crash would: running attempts are redelivered at the next Open (DL-44).
 // Later calls return the first result.
+//
+// Close's error reports a failed shutdown ([shutdown.ErrFailed]), a
+// fail-stop ([ErrFailStop]) and the journal's close, but not an
+// Incomplete one: a shutdown that could not confirm everything (a handler
+// that never returned, a cut budget) returns nil from Close and the error
+// from [Engine.Shutdown]. Read [Engine.ShutdownReport] to tell them apart,
+// or call Shutdown rather than Close where an Incomplete shutdown must not
+// go unnoticed.
 func (e *Engine) Close(ctx context.Context) error {
 	if ctx.Err() != nil {
 		e.mu.Lock()
