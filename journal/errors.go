@@ -31,6 +31,12 @@ var (
 	// but no quire journal.
 	ErrNotJournal = errors.New("journal: not a journal")
 
+	// ErrLocked is returned by [Open] when another open journal holds the
+	// directory's lock: an engine or qctl, in this process or another.
+	// Only one may have a journal directory open at a time, read-only
+	// ones included.
+	ErrLocked = errors.New("journal: directory in use")
+
 	// ErrReadOnly is returned by writes to a journal opened with
 	// [Options.ReadOnly].
 	ErrReadOnly = errors.New("journal: opened read-only")

@@ -10,8 +10,11 @@ import (
 	"io"
 	iofs "io/fs"
 	"math"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	crdberrors "github.com/cockroachdb/errors"
 	"github.com/cockroachdb/pebble/v2"
@@ -39,6 +42,8 @@ type Journal struct {
 	opts     Options
 	clock    clock.Clock
 	db       *pebble.DB
+	probe    bool         // a read-only look before a read-write open (openLocked)
+	lock     *pebble.Lock // the directory's, held from Open until Close
 	engineID string
 	chainSum uint32 // prevSum of seq 1: CRC32C of the engine id
 
@@ -218,17 +223,79 @@ func Open(dir string, opts Options) (*Journal, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
+	if err := prepareDir(o.FS, dir, o.ReadOnly); err != nil {
+		return nil, err
+	}
+	// The directory's lock is taken first and held until Close: what
+	// Open reads of the directory before Pebble opens it (the WAL
+	// checks) cannot race another process opening it.
+	lock, err := pebble.LockDirectory(dir, o.FS)
+	if err != nil {
+		if isLockHeld(err) {
+			return nil, fmt.Errorf("%w: %s is open in another journal (an engine or qctl, in this process or another): %w", ErrLocked, dir, err)
+		}
+		return nil, fmt.Errorf("journal: open %s: lock: %w", dir, err)
+	}
+	j, err := openLocked(dir, o, lock)
+	if err != nil {
+		// A store that fail-stopped while opening may still run in the
+		// background: its lock stays held, as after any fail-stop.
+		if j == nil || !j.broken.Load() {
+			_ = lock.Close()
+		}
+		return nil, err
+	}
+	j.lock = lock
+	return j, nil
+}
+
+// isLockHeld reports whether err is a failure to take a directory lock
+// that another holder has: EAGAIN or EACCES from another process's lock,
+// or Pebble's own message when this process holds it.
+func isLockHeld(err error) bool {
+	return errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EACCES) ||
+		strings.Contains(err.Error(), "lock held by current process")
+}
+
+// openLocked opens the journal in dir, whose lock the caller holds. A store
+// that exists already is first opened read-only and checked to be a
+// journal: a read-write open may change a store for good (Pebble deletes
+// the tables its MANIFEST does not list, and ratchets formats), so another
+// program's store, or a journal whose MANIFEST lost its tables, is refused
+// before anything is written. On error the returned journal, if any, is
+// the instance that failed, for its broken flag.
+func openLocked(dir string, o Options, lock *pebble.Lock) (*Journal, error) {
+	format, existing, err := checkStore(o.FS, dir, o.ReadOnly)
+	if err != nil {
+		return nil, err
+	}
+	if existing && !o.ReadOnly {
+		ro := o
+		ro.ReadOnly, ro.DiskSlowThreshold = true, 0
+		p, err := openStore(dir, ro, lock, format, true)
+		if err != nil {
+			return p, err
+		}
+		if err := p.Close(); err != nil {
+			return p, err
+		}
+	}
+	return openStore(dir, o, lock, format, false)
+}
+
+// openStore opens the Pebble store in dir at format with the lock held
+// and loads the journal from it. A probe is the read-only look before a
+// read-write open: it also accepts an empty store, which the read-write
+// open then makes a journal.
+func openStore(dir string, o Options, lock *pebble.Lock, format pebble.FormatMajorVersion, probe bool) (*Journal, error) {
 	j := &Journal{
 		dir:      dir,
+		probe:    probe,
 		opts:     o,
 		clock:    o.Clock,
 		dead:     make(chan struct{}),
 		closedCh: make(chan struct{}),
 		iters:    make(map[openIter]struct{}),
-	}
-	format, err := j.checkDir()
-	if err != nil {
-		return nil, err
 	}
 	listener := &pebble.EventListener{
 		DataCorruption:  j.onCorruption,
@@ -248,8 +315,9 @@ func Open(dir string, opts Options) (*Journal, error) {
 		Logger:             failStopLogger{j},
 		EventListener:      listener,
 		ReadOnly:           o.ReadOnly,
+		Lock:               lock,
 	}
-	err = guard(func() error {
+	err := guard(func() error {
 		db, err := pebble.Open(dir, popts)
 		if err != nil {
 			return err
@@ -275,7 +343,7 @@ func Open(dir string, opts Options) (*Journal, error) {
 	}
 	if err != nil {
 		if errors.Is(err, errFatal) {
-			return nil, fmt.Errorf("journal: open %s: %w", dir, j.failStopError("open"))
+			return j, fmt.Errorf("journal: open %s: %w", dir, j.failStopError("open"))
 		}
 		// Release the store unless its pipeline broke. Corruption found by
 		// Open's reads fail-stops the instance too, but this instance has
@@ -289,9 +357,9 @@ func Open(dir string, opts Options) (*Journal, error) {
 		}
 		var ce *CorruptError
 		if errors.As(err, &ce) || errors.Is(err, ErrNotJournal) || errors.Is(err, record.ErrNewerVersion) {
-			return nil, err
+			return j, err
 		}
-		return nil, pebbleError("open "+dir, err)
+		return j, pebbleError("open "+dir, err)
 	}
 	if !o.ReadOnly {
 		j.slots = make(chan struct{}, o.QueueDepth)
@@ -305,21 +373,29 @@ func Open(dir string, opts Options) (*Journal, error) {
 	return j, nil
 }
 
-// checkDir refuses a directory that holds files but no Pebble store, and
-// creates a missing one (unless read-only). It returns the format to open
-// the store at: the newest for a new store, an existing store's own (Open
-// ratchets it once the store proved to be a journal).
-func (j *Journal) checkDir() (pebble.FormatMajorVersion, error) {
-	fs := j.opts.FS
-	ls, err := fs.List(j.dir)
+// prepareDir creates a missing journal directory (unless read-only, when
+// a missing one is an error).
+func prepareDir(fs vfs.FS, dir string, readOnly bool) error {
+	_, err := fs.Stat(dir)
+	switch {
+	case err == nil:
+		return nil
+	case !errors.Is(err, iofs.ErrNotExist):
+		return fmt.Errorf("journal: open %s: %w", dir, err)
+	case readOnly:
+		return &iofs.PathError{Op: "journal: open read-only", Path: dir, Err: iofs.ErrNotExist}
+	}
+	return mkdirSynced(fs, dir)
+}
+
+// checkStore refuses a directory that holds files but no Pebble store. It
+// returns the format to open the store at, the newest for a new store and
+// an existing store's own (Open ratchets it once the store proved to be a
+// journal), and whether a store exists.
+func checkStore(fs vfs.FS, dir string, readOnly bool) (pebble.FormatMajorVersion, bool, error) {
+	ls, err := fs.List(dir)
 	if err != nil {
-		if errors.Is(err, iofs.ErrNotExist) {
-			if j.opts.ReadOnly {
-				return 0, &iofs.PathError{Op: "journal: open read-only", Path: j.dir, Err: iofs.ErrNotExist}
-			}
-			return pebble.FormatNewest, mkdirSynced(fs, j.dir)
-		}
-		return 0, fmt.Errorf("journal: open %s: %w", j.dir, err)
+		return 0, false, fmt.Errorf("journal: open %s: %w", dir, err)
 	}
 	var other []string
 	for _, name := range ls {
@@ -328,19 +404,19 @@ func (j *Journal) checkDir() (pebble.FormatMajorVersion, error) {
 		}
 	}
 	if len(other) == 0 {
-		if j.opts.ReadOnly {
-			return 0, fmt.Errorf("%w: %s is empty", ErrNotJournal, j.dir)
+		if readOnly {
+			return 0, false, fmt.Errorf("%w: %s is empty", ErrNotJournal, dir)
 		}
-		return pebble.FormatNewest, nil
+		return pebble.FormatNewest, false, nil
 	}
-	desc, err := pebble.Peek(j.dir, fs)
+	desc, err := pebble.Peek(dir, fs)
 	if err != nil {
-		return 0, pebbleError("open "+j.dir, err)
+		return 0, false, pebbleError("open "+dir, err)
 	}
 	if !desc.Exists {
-		return 0, fmt.Errorf("%w: %s holds files (e.g. %q) but no Pebble store", ErrNotJournal, j.dir, other[0])
+		return 0, false, fmt.Errorf("%w: %s holds files (e.g. %q) but no Pebble store", ErrNotJournal, dir, other[0])
 	}
-	return desc.FormatMajorVersion, checkWALs(fs, j.dir, ls)
+	return desc.FormatMajorVersion, true, checkWALs(fs, dir, ls)
 }
 
 // mkdirSynced creates dir and syncs the parent of every directory it
@@ -383,12 +459,14 @@ func (j *Journal) load() error {
 		return err
 	}
 	if !ok {
-		empty, err := j.storeEmpty()
-		if err != nil {
+		if err := j.checkUnmarked(); err != nil {
 			return err
 		}
-		if !empty || j.opts.ReadOnly {
-			return fmt.Errorf("%w: %s is a Pebble store without quire metadata (%s)", ErrNotJournal, j.dir, metaFormat)
+		switch {
+		case j.probe:
+			return nil
+		case j.opts.ReadOnly:
+			return fmt.Errorf("%w: %s is an empty Pebble store", ErrNotJournal, j.dir)
 		}
 		return j.create()
 	}
@@ -455,8 +533,66 @@ func (j *Journal) getMeta(key string) ([]byte, bool, error) {
 	return out, true, nil
 }
 
-func (j *Journal) storeEmpty() (bool, error) {
-	it, err := j.db.NewIter(nil)
+// checkUnmarked tells apart the stores without quire's metadata: nil for
+// an empty one (a journal whose creation was cut short, or a store nobody
+// wrote to), which may become a journal; ErrCorrupt for a journal that
+// lost part of itself, as when a damaged MANIFEST no longer lists the
+// table that holds the metadata; ErrNotJournal for another program's.
+func (j *Journal) checkUnmarked() error {
+	hasLog, err := j.hasKey(&pebble.IterOptions{LowerBound: []byte(prefixLog), UpperBound: prefixEnd(prefixLog)})
+	if err != nil {
+		return err
+	}
+	if hasLog {
+		return &CorruptError{Reason: fmt.Sprintf("%s holds journal records but not the metadata %s: part of the store is missing (a damaged MANIFEST that no longer lists a table?)", j.dir, metaFormat)}
+	}
+	hasAny, err := j.hasKey(nil)
+	if err != nil {
+		return err
+	}
+	if hasAny {
+		return fmt.Errorf("%w: %s is a Pebble store without quire metadata (%s)", ErrNotJournal, j.dir, metaFormat)
+	}
+	// An empty store has no tables: one in the directory that the store
+	// does not list was lost from its MANIFEST.
+	if orphan, err := j.unlistedTable(); err != nil || orphan != "" {
+		if err != nil {
+			return pebbleError("open", err)
+		}
+		return &CorruptError{File: orphan, Reason: fmt.Sprintf("%s holds a table the store does not list, and nothing else: its MANIFEST may be damaged", j.dir)}
+	}
+	return nil
+}
+
+// unlistedTable returns a table file in the directory that the store's
+// current version does not list, or "".
+func (j *Journal) unlistedTable() (string, error) {
+	tables, err := j.db.SSTables()
+	if err != nil {
+		return "", err
+	}
+	listed := make(map[string]bool)
+	for _, level := range tables {
+		for _, t := range level {
+			listed[fmt.Sprintf("%06d.sst", uint64(t.BackingSSTNum))] = true
+		}
+	}
+	ls, err := j.opts.FS.List(j.dir)
+	if err != nil {
+		return "", err
+	}
+	slices.Sort(ls)
+	for _, name := range ls {
+		if strings.HasSuffix(name, ".sst") && !listed[name] {
+			return name, nil
+		}
+	}
+	return "", nil
+}
+
+// hasKey reports whether the store holds a key within opts' bounds.
+func (j *Journal) hasKey(opts *pebble.IterOptions) (bool, error) {
+	it, err := j.db.NewIter(opts)
 	if err != nil {
 		return false, pebbleError("open", err)
 	}
@@ -468,7 +604,7 @@ func (j *Journal) storeEmpty() (bool, error) {
 	if err != nil {
 		return false, pebbleError("open", err)
 	}
-	return !any, nil
+	return any, nil
 }
 
 // loadTail reads the last record to continue the chain. A damaged tail
@@ -617,6 +753,11 @@ func (j *Journal) close() error {
 	}
 	if j.health != nil {
 		_ = j.health.Close()
+	}
+	if j.lock != nil {
+		if lerr := j.lock.Close(); err == nil && lerr != nil {
+			err = lerr
+		}
 	}
 	if err != nil {
 		return pebbleError("close", err)

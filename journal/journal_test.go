@@ -157,6 +157,115 @@ func TestOpenRatchetsAnOlderJournal(t *testing.T) {
 	}
 }
 
+// TestOpenRefusesAJournalMissingParts: a store that lost what its MANIFEST
+// listed (a damaged MANIFEST whose last edit reads as a torn write) is
+// refused as corrupt, not taken for another program's store nor for a new
+// one, and nothing in the directory changes: a read-write Pebble open
+// would delete the tables its MANIFEST does not list.
+func TestOpenRefusesAJournalMissingParts(t *testing.T) {
+	t.Parallel()
+	clk := clocktest.New(epoch)
+	t.Run("records without metadata", func(t *testing.T) {
+		fs := vfs.NewMem()
+		j := openJ(t, fs, "db", Options{})
+		mustAppend(t, j, debugRec("s1", "kept"))
+		if err := j.Close(); err != nil {
+			t.Fatal(err)
+		}
+		rawEdit(t, fs, "db", func(db *pebble.DB) { _ = db.Delete([]byte(metaFormat), pebble.Sync) })
+		for _, ro := range []bool{false, true} {
+			_, err := Open("db", Options{FS: fs, Clock: clk, ReadOnly: ro})
+			if !errors.Is(err, ErrCorrupt) || errors.Is(err, ErrNotJournal) || !strings.Contains(err.Error(), "db") {
+				t.Fatalf("read-only %v: err %v, want ErrCorrupt naming db", ro, err)
+			}
+		}
+	})
+	t.Run("an unlisted table in an empty store", func(t *testing.T) {
+		// A journal's table, copied into the directory of an empty store
+		// that does not list it.
+		src := vfs.NewMem()
+		j := openJ(t, src, "db", Options{})
+		mustAppend(t, j, debugRec("s1", "kept"))
+		if err := j.Close(); err != nil {
+			t.Fatal(err)
+		}
+		fs := vfs.NewMem()
+		db, err := pebble.Open("db", &pebble.Options{FS: fs, FormatMajorVersion: pebble.FormatNewest, Logger: quietLogger{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		ls, _ := src.List("db")
+		table := ""
+		for _, name := range ls {
+			if strings.HasSuffix(name, ".sst") {
+				table = name
+			}
+		}
+		if table == "" {
+			t.Fatalf("no table in %v", ls)
+		}
+		if err := vfs.CopyAcrossFS(src, "db/"+table, fs, "db/"+table); err != nil {
+			t.Fatal(err)
+		}
+		before, _ := fs.List("db")
+		slices.Sort(before)
+		for _, ro := range []bool{false, true} {
+			_, err := Open("db", Options{FS: fs, Clock: clk, ReadOnly: ro})
+			var ce *CorruptError
+			if !errors.As(err, &ce) || ce.File != table {
+				t.Fatalf("read-only %v: err %v, want a *CorruptError naming %s", ro, err, table)
+			}
+		}
+		after, _ := fs.List("db")
+		slices.Sort(after)
+		if !slices.Equal(before, after) {
+			t.Fatalf("the refused opens changed the directory: %v, then %v", before, after)
+		}
+	})
+	t.Run("an empty store becomes a journal", func(t *testing.T) {
+		// A journal whose creation was cut short before its metadata
+		// was committed: an empty Pebble store, opened again.
+		fs := vfs.NewMem()
+		db, err := pebble.Open("db", &pebble.Options{FS: fs, FormatMajorVersion: pebble.FormatNewest, Logger: quietLogger{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		j := openJ(t, fs, "db", Options{})
+		mustAppend(t, j, debugRec("s1", "kept"))
+		if err := j.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestOpenLockedIsTyped: a directory another open journal holds is
+// refused with ErrLocked before anything in it is read, read-only too, and
+// opens once that journal is closed.
+func TestOpenLockedIsTyped(t *testing.T) {
+	t.Parallel()
+	fs := vfs.NewMem()
+	j := openJ(t, fs, "db", Options{})
+	for _, ro := range []bool{false, true} {
+		_, err := Open("db", Options{FS: fs, Clock: clocktest.New(epoch), ReadOnly: ro})
+		if !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), "db") {
+			t.Fatalf("read-only %v: err %v, want ErrLocked naming db", ro, err)
+		}
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	j = openJ(t, fs, "db", Options{ReadOnly: true})
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // rawEdit opens the store under dir as a plain Pebble DB for f.
 func rawEdit(t testing.TB, fs vfs.FS, dir string, f func(db *pebble.DB)) {
 	t.Helper()
