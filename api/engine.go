@@ -79,6 +79,20 @@ type OpenStats struct {
 // Engine is an embedded quire engine over one journal directory. Open one,
 // register handlers with [Handle], then [Engine.Start] it (or [Engine.Run]
 // it in a worker process). All methods are safe for concurrent use.
+//
+// The calls that append ([Engine.Enqueue], [Engine.Dispatch],
+// [Engine.Signal], [Engine.Bury], [Engine.Retry], [Engine.RetryBuried],
+// [Engine.PauseQueue], [Engine.ResumeQueue], [Engine.PauseWorkflow],
+// [Engine.ResumeWorkflow], [Engine.CancelWorkflow], [Engine.RetryWorkflow])
+// treat ctx alike. A call its own checks refuse (a closed engine, an
+// invalid argument) returns that error. Otherwise, if ctx has ended when
+// the call is made, or ends before the engine takes the call, the call
+// returns an error matching ctx's (errors.Is with [context.Canceled] or
+// [context.DeadlineExceeded]) and appends nothing. Once the engine has
+// taken the call, ctx no longer stops it: the call waits for its append
+// to be synced and returns that outcome, which may be a success although
+// ctx ended meanwhile. So an error matching ctx's always means nothing
+// was appended, and a success always means the append is durable.
 type Engine struct {
 	opts Options
 	clk  clock.Clock
@@ -475,11 +489,24 @@ func (e *Engine) live() error {
 	return nil
 }
 
-// submit runs fn on the engine's loop and maps runner errors.
+// submit runs fn on the engine's loop and maps runner errors. It is the
+// one path of every call that appends, and it keeps their ctx contract: if
+// ctx ended before the loop took fn (before the call, or while it waited),
+// the call returns an error matching ctx's, prefixed "quire: ", and fn
+// never ran, so nothing was appended; once the loop took fn, the call
+// returns fn's outcome whatever ctx does. An error matching ctx's thus
+// never hides an append.
 func (e *Engine) submit(ctx context.Context, fn func(m *scheduler.Machine, now time.Time) (scheduler.Decision, error)) error {
 	err := e.r.Submit(ctx, fn)
-	if errors.Is(err, scheduler.ErrStopped) {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, scheduler.ErrStopped):
 		return ErrClosed
+	case err == ctx.Err():
+		// Runner.Submit returns ctx.Err() itself only when the loop never
+		// took fn; fn and the appender never return ctx's error.
+		return fmt.Errorf("quire: %w", err)
 	}
 	return err
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/quire-dev/quire/deadlines"
@@ -125,7 +126,7 @@ func Backoff(b BackoffPolicy) JobOption {
 	return func(o *jobOptions) {
 		b = b.WithDefaults()
 		if err := b.Validate(); err != nil {
-			o.fail(optionErr("Backoff.", err))
+			o.fail(backoffErr("Backoff.", b, err))
 			return
 		}
 		o.backoff = &b
@@ -193,6 +194,9 @@ func (e *Engine) enqueueRequest(handler string, payload any, opts []JobOption) (
 	if payload == nil {
 		return req, fmt.Errorf("%w: payload for handler %q is nil", ErrInvalidPayload, handler)
 	}
+	if isNil(payload) {
+		return req, fmt.Errorf("%w: payload for handler %q is a nil %T", ErrInvalidPayload, handler, payload)
+	}
 	b, err := record.EncodeValue(payload)
 	if err != nil {
 		return req, fmt.Errorf("%w: payload for handler %q: %v", ErrInvalidPayload, handler, err)
@@ -204,6 +208,20 @@ func (e *Engine) enqueueRequest(handler string, payload any, opts []JobOption) (
 	req = e.resolve(h, o)
 	req.Handler, req.Payload = handler, b
 	return req, nil
+}
+
+// isNil reports whether v is nil or holds a nil pointer, map, slice, func,
+// channel or interface: Enqueue refuses all of them as a nil payload,
+// which msgpack would otherwise encode as nil or fail on.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface, reflect.UnsafePointer:
+		return rv.IsNil()
+	}
+	return false
 }
 
 // resolve layers job options: the call's (or a workflow step's, then its

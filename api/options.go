@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -46,7 +47,8 @@ type Options struct {
 	// at 4096, until the engine closes.
 	Workers int
 	// Queues lists the queues served first, in this order; other queues
-	// follow in name order (JB-2). Empty means name order for all.
+	// follow in name order (JB-2). Empty means name order for all. Each
+	// name is 1..NameBytesMax bytes and appears once.
 	Queues []string
 
 	// DeliveryTimeout is the execution and cleanup budget of one attempt
@@ -196,12 +198,53 @@ func (e *OptionError) Unwrap() []error {
 	return []error{ErrInvalidOption}
 }
 
+// optionErr turns a range error of deadlines into an [*OptionError] whose
+// Field is prefix and the option as the caller writes it, with a Reason
+// in the api's words (errors.As still finds the [*deadlines.RangeError]).
 func optionErr(prefix string, err error) error {
 	var re *deadlines.RangeError
 	if errors.As(err, &re) {
-		return &OptionError{Field: prefix + re.Field, Value: re.Value, Err: err}
+		return &OptionError{Field: prefix + re.Field, Value: re.Value, Reason: rangeReason(re), Err: err}
 	}
-	return &OptionError{Field: prefix, Err: err}
+	return &OptionError{Field: strings.TrimSuffix(prefix, "."), Err: err}
+}
+
+// backoffErr is optionErr for an error of [BackoffPolicy.Validate], which
+// names the policy's fields as DL-4 does (BackoffBase, MaxBackoff,
+// BackoffList); prefix ends with the policy's own name and a dot, as in
+// "Options.Backoff.", and the field is named as in the struct
+// ("Options.Backoff.Base").
+func backoffErr(prefix string, b BackoffPolicy, err error) error {
+	var re *deadlines.RangeError
+	if !errors.As(err, &re) {
+		return optionErr(prefix, err)
+	}
+	oe := &OptionError{Field: prefix + re.Field, Value: re.Value, Reason: rangeReason(re), Err: err}
+	switch {
+	case re.Field == "Backoff":
+		oe.Field, oe.Reason = prefix+"Kind", "must be BackoffExponential, BackoffFixed, BackoffLinear or BackoffList"
+	case re.Field == "BackoffBase":
+		oe.Field = prefix + "Base"
+	case re.Field == "MaxBackoff":
+		oe.Field, oe.Reason = prefix+"Max", fmt.Sprintf("must be Base (%v)..%v", re.Min, re.Max)
+	case re.Field == "BackoffList":
+		oe.Field, oe.Value, oe.Reason = prefix+"List", b.List, fmt.Sprintf("must hold %v..%v delays, holds %v", re.Min, re.Max, re.Value)
+	case strings.HasPrefix(re.Field, "BackoffList["):
+		oe.Field = prefix + "List" + strings.TrimPrefix(re.Field, "BackoffList")
+	}
+	return oe
+}
+
+// rangeReason says what re's range allows, without the deadlines
+// package's prefix and field name, which the [*OptionError] states.
+func rangeReason(re *deadlines.RangeError) string {
+	switch {
+	case re.Min == nil && re.Max == nil:
+		return "is not a valid value"
+	case re.Max == nil:
+		return fmt.Sprintf("must be at least %v", re.Min)
+	}
+	return fmt.Sprintf("must be %v..%v", re.Min, re.Max)
 }
 
 func (o Options) withDefaults() Options {
@@ -264,13 +307,15 @@ func (o Options) validate() error {
 		deadlines.ValidateDeliveryTimeout(o.DeliveryTimeout),
 		deadlines.ValidateSettlementTimeout(o.SettlementTimeout),
 		deadlines.ValidateMaxAttempts(o.MaxAttempts),
-		o.Backoff.Validate(),
 		deadlines.ValidateShutdownTimeout(o.ShutdownTimeout),
 		deadlines.ValidateDeadlineCheckInterval(o.DeadlineCheckInterval),
 	} {
 		if check != nil {
 			return optionErr("Options.", check)
 		}
+	}
+	if err := o.Backoff.Validate(); err != nil {
+		return backoffErr("Options.Backoff.", o.Backoff, err)
 	}
 	if o.RecordBytesMax < RecordBytesMin || o.RecordBytesMax > RecordBytesMaxLimit {
 		return &OptionError{Field: "Options.RecordBytesMax", Value: o.RecordBytesMax, Reason: fmt.Sprintf("must be %d..%d bytes", RecordBytesMin, RecordBytesMaxLimit)}
@@ -284,10 +329,16 @@ func (o Options) validate() error {
 	if o.DiskSlowThreshold > 0 && (o.DiskSlowThreshold < DiskSlowThresholdMin || o.DiskSlowThreshold > DiskSlowThresholdMax) {
 		return &OptionError{Field: "Options.DiskSlowThreshold", Value: o.DiskSlowThreshold, Reason: fmt.Sprintf("must be %v..%v, 0 for the default or negative for off", DiskSlowThresholdMin, DiskSlowThresholdMax)}
 	}
+	seen := make(map[string]int, len(o.Queues))
 	for i, q := range o.Queues {
 		if err := validateName(q); err != nil {
 			return &OptionError{Field: fmt.Sprintf("Options.Queues[%d]", i), Value: q, Reason: err.Error()}
 		}
+		if j, dup := seen[q]; dup {
+			return &OptionError{Field: fmt.Sprintf("Options.Queues[%d]", i), Value: q,
+				Reason: fmt.Sprintf("duplicates Options.Queues[%d]: list each queue once", j)}
+		}
+		seen[q] = i
 	}
 	if err := o.validateOwned(); err != nil {
 		return err
@@ -329,7 +380,7 @@ func (o Options) validateQueues() error {
 		}
 		if q.Backoff != nil {
 			if err := q.Backoff.Validate(); err != nil {
-				return optionErr(prefix+"Backoff.", err)
+				return backoffErr(prefix+"Backoff.", *q.Backoff, err)
 			}
 		}
 		if err := checkPlanParts(prefix, q.Middleware, q.Guards); err != nil {

@@ -261,10 +261,35 @@ func (r *Runner) Start() {
 // error. A Decision with no records is acknowledged once everything decided
 // before it is: reads through Submit never see unacknowledged state. The
 // Decision belongs to the runner once fn returns it.
+//
+// ctx bounds only the wait for the loop to take the op. If ctx has ended
+// before the call, or ends before the loop takes the op, Submit returns
+// ctx.Err() unwrapped, fn never runs and nothing is appended. Once the
+// loop has taken the op, Submit waits for its outcome whatever ctx does,
+// so that an acknowledged transition is never reported as failed: a
+// ctx.Err() from Submit always means nothing was appended.
 func (r *Runner) Submit(ctx context.Context, fn func(m *Machine, now time.Time) (Decision, error)) error {
-	done := make(chan error, 1)
+	return r.send(ctx, op{fn: fn, done: make(chan error, 1)})
+}
+
+// call runs fn on the loop and returns once it ran, without waiting for
+// appends in flight: what fn does takes effect at once (DL-18, DL-25).
+// ctx is treated as Submit treats it.
+func (r *Runner) call(ctx context.Context, fn func(now time.Time)) error {
+	return r.send(ctx, op{fn: func(m *Machine, now time.Time) (Decision, error) { fn(now); return Decision{}, nil },
+		done: make(chan error, 1), now: true})
+}
+
+// send hands o to the loop and waits for its outcome (Submit).
+func (r *Runner) send(ctx context.Context, o op) error {
+	// Checked first: select picks at random among ready cases, and the
+	// loop is usually ready to take an op, so an ended ctx alone would
+	// stop only some of the ops it should stop.
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	select {
-	case r.ops <- op{fn: fn, done: done}:
+	case r.ops <- o:
 	case <-r.loopDone:
 		return r.stoppedErr()
 	case <-ctx.Done():
@@ -273,22 +298,7 @@ func (r *Runner) Submit(ctx context.Context, fn func(m *Machine, now time.Time) 
 	// Once the op is in, its outcome is decided by the loop; the caller
 	// waits for it so that an acknowledged transition is never reported
 	// as failed.
-	return <-done
-}
-
-// call runs fn on the loop and returns once it ran, without waiting for
-// appends in flight: what fn does takes effect at once (DL-18, DL-25).
-func (r *Runner) call(ctx context.Context, fn func(now time.Time)) error {
-	done := make(chan error, 1)
-	o := op{fn: func(m *Machine, now time.Time) (Decision, error) { fn(now); return Decision{}, nil }, done: done, now: true}
-	select {
-	case r.ops <- o:
-	case <-r.loopDone:
-		return r.stoppedErr()
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	return <-done
+	return <-o.done
 }
 
 func (r *Runner) stoppedErr() error {

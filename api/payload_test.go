@@ -1,0 +1,103 @@
+package api_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"testing"
+
+	"github.com/quire-dev/quire/api"
+)
+
+// nilPayloads are the nil values Enqueue documents as refused: an untyped
+// nil (a nil interface converts to it) and typed nils of every nillable
+// kind.
+var nilPayloads = []struct {
+	name    string
+	payload any
+}{
+	{"untyped nil", nil},
+	{"nil interface", io.Reader(nil)},
+	{"nil pointer", (*msg)(nil)},
+	{"nil map", map[string]any(nil)},
+	{"nil slice", []int(nil)},
+	{"nil func", (func())(nil)},
+	{"nil chan", (chan int)(nil)},
+}
+
+// JB-1: a payload "must not be nil": typed nils are refused the same typed
+// way as an untyped nil, and nothing is appended; empty but non-nil maps
+// and slices are payloads like any other.
+func TestJB1_NilPayloadsRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	if err := api.Handle(b.eng, "ok", okHandler(nil)); err != nil {
+		t.Fatal(err)
+	}
+	j := api.JournalOf(b.eng)
+	for _, c := range nilPayloads {
+		before := j.LastSeq()
+		id, err := b.eng.Enqueue(b.ctx, "ok", c.payload)
+		if !errors.Is(err, api.ErrInvalidPayload) || id != "" {
+			t.Fatalf("Enqueue with a %s: id %q, err %v, want an error matching ErrInvalidPayload", c.name, id, err)
+		}
+		if after := j.LastSeq(); after != before {
+			t.Fatalf("Enqueue with a %s appended: seq %d -> %d", c.name, before, after)
+		}
+	}
+	for _, p := range []any{map[string]any{}, []int{}, msg{}} {
+		if _, err := b.eng.Enqueue(b.ctx, "ok", p); err != nil {
+			t.Fatalf("Enqueue with %#v: %v", p, err)
+		}
+	}
+}
+
+// Follow-up jobs go through the same check: a handler's Delivery.Enqueue
+// of a nil payload, typed or not, is refused at once.
+func TestJB1_FollowUpNilPayloadRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	errs := make(chan error, len(nilPayloads))
+	if err := api.Handle(b.eng, "ok", okHandler(nil)); err != nil {
+		t.Fatal(err)
+	}
+	if err := api.Handle(b.eng, "fan", func(ctx context.Context, d *api.Delivery, in msg) error {
+		for _, c := range nilPayloads {
+			errs <- d.Enqueue("ok", c.payload)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	b.start()
+	b.enqueue("fan", msg{N: 1})
+	b.idle()
+	for _, c := range nilPayloads {
+		if err := <-errs; !errors.Is(err, api.ErrInvalidPayload) {
+			t.Fatalf("Delivery.Enqueue with a %s: %v, want an error matching ErrInvalidPayload", c.name, err)
+		}
+	}
+}
+
+// WF-13, WF-19: Dispatch documents a nil state as an empty one and Signal
+// a nil payload as an empty one; both are accepted.
+func TestWF13_NilStateIsEmpty(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	if err := b.eng.Register(api.NewWorkflow("wait").WaitForSignal("go")); err != nil {
+		t.Fatal(err)
+	}
+	id, err := b.eng.Dispatch(b.ctx, "wait", nil)
+	if err != nil {
+		t.Fatalf("Dispatch with a nil state: %v", err)
+	}
+	if err := b.eng.Signal(b.ctx, id, "go", nil); err != nil {
+		t.Fatalf("Signal with a nil payload: %v", err)
+	}
+	b.start()
+	b.idle()
+	w, err := b.eng.Workflow(b.ctx, id)
+	if err != nil || w.Status != api.WorkflowCompleted || len(w.State) != 0 {
+		t.Fatalf("workflow: status %s, state %v, err %v; want completed with an empty state", w.Status, w.State, err)
+	}
+}
