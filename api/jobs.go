@@ -11,11 +11,15 @@ import (
 
 // Enqueue appends a job_enqueued for handler with payload and returns the
 // job id once the append is synced (JB-1). The payload is encoded with
-// msgpack (map keys sorted) and must not be nil. With [Unique], an
-// existing pending or processing job enqueued with Unique for the same
-// handler and payload is returned instead and nothing is appended (JB-5). An unregistered
+// msgpack (map keys sorted) and must not be nil: an untyped nil and a nil
+// pointer, map, slice, func or channel are refused alike, with an error
+// matching [ErrInvalidPayload]. With [Unique], an existing pending or
+// processing job enqueued with Unique for the same handler and payload is
+// returned instead and nothing is appended (JB-5). An unregistered
 // handler, an invalid option or payload, a cancelled ctx or a closed
-// engine return a typed error and append nothing.
+// engine return a typed error and append nothing; a ctx that ends during
+// the call is treated as [Engine] says: once the engine has taken the
+// call, it returns the job id even if ctx ended meanwhile.
 func (e *Engine) Enqueue(ctx context.Context, handler string, payload any, opts ...JobOption) (string, error) {
 	if err := e.admit(); err != nil {
 		return "", err
@@ -61,7 +65,9 @@ type Job struct {
 	// Parked is true for a pending job whose handler is not registered.
 	Parked bool
 	// Attempts counts starts; Consumed counts attempts consumed under DL-6;
-	// MaxAttempts is the job's limit.
+	// MaxAttempts is the job's limit. For a completed job it is read from
+	// the terminal index, and is 0 if the job completed before the index
+	// recorded the limit (an older journal).
 	Attempts    int
 	Consumed    int
 	MaxAttempts int
@@ -80,8 +86,14 @@ type Job struct {
 }
 
 // Status returns the status of job id. Jobs that completed are read from
-// the journal's terminal index, so they stay queryable.
+// the journal's terminal index, so they stay queryable. An id that names
+// no job (unknown, malformed, or a workflow's) returns a [*NameError]
+// matching [ErrNotFound]; a damaged index entry of the job, an error
+// matching journal.ErrCorrupt.
 func (e *Engine) Status(ctx context.Context, id string) (Job, error) {
+	if err := idError("job", id); err != nil {
+		return Job{}, err
+	}
 	if err := e.live(); err != nil {
 		return Job{}, err
 	}
@@ -102,22 +114,69 @@ func (e *Engine) Status(ctx context.Context, id string) (Job, error) {
 	if err != nil || found {
 		return out, err
 	}
-	b, ok, err := e.j.Index(id)
+	s, ok, err := e.finishedJob(id)
 	if err != nil {
 		return Job{}, fmt.Errorf("quire: status of job %s: %w", id, err)
 	}
 	if !ok {
 		return Job{}, &NameError{Kind: "job", Name: id, Err: ErrNotFound}
 	}
-	s, err := replay.DecodeSummary(b)
-	if err != nil {
-		return Job{}, fmt.Errorf("quire: status of job %s: %w", id, err)
-	}
 	return Job{
 		ID: s.ID, Handler: s.Handler, Queue: s.Queue, Priority: Priority(s.Priority),
 		Status: JobStatus(s.Status.String()), Attempts: int(s.Attempts), Consumed: int(s.Consumed),
-		LastCode: s.LastCode, LastError: s.LastError, WorkflowID: s.WorkflowID,
+		MaxAttempts: int(s.MaxAttempts), LastCode: s.LastCode, LastError: s.LastError, WorkflowID: s.WorkflowID,
 	}, nil
+}
+
+// finishedJob reads job id's entry in the terminal index (DESIGN §4). ok
+// is false when there is none, and when the entry is of another kind: job
+// ids, workflow ids and idempotency keys share the index, and an entry's
+// kind is told by its shape ([replay.KindOfIndexValue]), not by whether
+// it decodes as a job, so that a damaged job entry stays an error
+// matching journal.ErrCorrupt.
+func (e *Engine) finishedJob(id string) (replay.JobSummary, bool, error) {
+	b, ok, err := e.j.Index(id)
+	if err != nil || !ok {
+		return replay.JobSummary{}, false, err
+	}
+	k, err := replay.KindOfIndexValue(b)
+	if err != nil || k != replay.IndexJob {
+		return replay.JobSummary{}, false, err
+	}
+	s, err := replay.DecodeSummary(b)
+	if err != nil {
+		return replay.JobSummary{}, false, err
+	}
+	return s, true, nil
+}
+
+// finishedWorkflow reads workflow id's entry in the terminal index, as
+// [Engine.finishedJob] reads a job's: an entry of another kind is no
+// workflow, a damaged workflow entry is an error.
+func (e *Engine) finishedWorkflow(id string) (replay.WorkflowSummary, bool, error) {
+	b, ok, err := e.j.Index(id)
+	if err != nil || !ok {
+		return replay.WorkflowSummary{}, false, err
+	}
+	k, err := replay.KindOfIndexValue(b)
+	if err != nil || k != replay.IndexWorkflow {
+		return replay.WorkflowSummary{}, false, err
+	}
+	s, err := replay.DecodeWorkflowSummary(b)
+	if err != nil {
+		return replay.WorkflowSummary{}, false, err
+	}
+	return s, true, nil
+}
+
+// idError refuses an id no job or workflow can have: empty, or longer than
+// a journal id (record.StreamIDBytesMax). Like an unknown id, it is a
+// [*NameError] matching [ErrNotFound], which says why.
+func idError(kind, id string) error {
+	if err := validateID(id); err != nil {
+		return &NameError{Kind: kind, Name: id, Err: fmt.Errorf("%w: id %v", ErrNotFound, err)}
+	}
+	return nil
 }
 
 func jobFromState(j *replay.Job) Job {
@@ -134,30 +193,42 @@ func jobFromState(j *replay.Job) Job {
 }
 
 // Bury buries a pending job with the message "buried by operator" (JB-6).
-// A processing, buried or unknown job is refused with a typed error.
+// A processing, buried or unknown job is refused with a typed error. An
+// ended ctx returns its error and appends nothing (see [Engine]).
 func (e *Engine) Bury(ctx context.Context, id string) error {
+	if err := idError("job", id); err != nil {
+		return err
+	}
 	if err := e.live(); err != nil {
 		return err
 	}
-	return e.mapJobErr(id, e.submit(ctx, func(m *scheduler.Machine, now time.Time) (scheduler.Decision, error) {
+	return e.controlJob(ctx, id, "only a pending job can be buried", func(m *scheduler.Machine, now time.Time) (scheduler.Decision, error) {
 		return m.Bury(id, CodeBuriedByOperator, MessageBuriedByOperator)
-	}))
+	})
 }
 
 // Retry moves a buried job back to pending, available now, with a fresh
-// consumed count (JB-7).
+// consumed count (JB-7). An ended ctx returns its error and appends
+// nothing (see [Engine]).
 func (e *Engine) Retry(ctx context.Context, id string) error {
+	if err := idError("job", id); err != nil {
+		return err
+	}
 	if err := e.admit(); err != nil {
 		return err
 	}
-	return e.mapJobErr(id, e.submit(ctx, func(m *scheduler.Machine, now time.Time) (scheduler.Decision, error) {
+	return e.controlJob(ctx, id, "only a buried job can be retried", func(m *scheduler.Machine, now time.Time) (scheduler.Decision, error) {
 		return m.Requeue(now, id)
-	}))
+	})
 }
 
 // RetryBuried requeues every buried job of queue and returns how many it
-// requeued (JB-7).
+// requeued (JB-7). An ended ctx returns its error and appends nothing
+// (see [Engine]).
 func (e *Engine) RetryBuried(ctx context.Context, queue string) (int, error) {
+	if err := queueError(queue); err != nil {
+		return 0, err
+	}
 	if err := e.admit(); err != nil {
 		return 0, err
 	}
@@ -172,10 +243,11 @@ func (e *Engine) RetryBuried(ctx context.Context, queue string) (int, error) {
 
 // PauseQueue stops attempts of queue from starting; running attempts
 // continue and enqueue is still accepted (JB-8). Pausing a paused queue
-// appends nothing. The pause survives restarts.
+// appends nothing. The pause survives restarts. An ended ctx returns its
+// error and appends nothing (see [Engine]).
 func (e *Engine) PauseQueue(ctx context.Context, queue string) error {
-	if err := validateName(queue); err != nil {
-		return &NameError{Kind: "queue", Name: queue, Err: err}
+	if err := queueError(queue); err != nil {
+		return err
 	}
 	if err := e.live(); err != nil {
 		return err
@@ -186,10 +258,11 @@ func (e *Engine) PauseQueue(ctx context.Context, queue string) error {
 }
 
 // ResumeQueue resumes a paused queue (JB-8). Resuming a running queue
-// appends nothing.
+// appends nothing. An ended ctx returns its error and appends nothing
+// (see [Engine]).
 func (e *Engine) ResumeQueue(ctx context.Context, queue string) error {
-	if err := validateName(queue); err != nil {
-		return &NameError{Kind: "queue", Name: queue, Err: err}
+	if err := queueError(queue); err != nil {
+		return err
 	}
 	if err := e.admit(); err != nil {
 		return err
@@ -197,6 +270,46 @@ func (e *Engine) ResumeQueue(ctx context.Context, queue string) error {
 	return e.submit(ctx, func(m *scheduler.Machine, now time.Time) (scheduler.Decision, error) {
 		return m.ResumeQueue(queue), nil
 	})
+}
+
+// queueError refuses a queue name no queue can have (empty or too long),
+// with the same [*NameError] for every call that names a queue.
+func queueError(queue string) error {
+	if err := validateName(queue); err != nil {
+		return &NameError{Kind: "queue", Name: queue, Err: err}
+	}
+	return nil
+}
+
+// controlJob runs fn, a job control call, on the engine's loop. A job the
+// state does not hold is unknown or finished: fn's ErrNotFound then
+// becomes an empty decision, which is answered only once every earlier
+// decision is acknowledged, so the terminal index serves the job if it
+// finished in one of them. A finished (completed) job is refused as a job
+// of any other wrong status is, with an error matching [ErrState] that
+// names it and its status (JB-6, JB-7); only an id the index does not
+// know as a job is [ErrNotFound].
+func (e *Engine) controlJob(ctx context.Context, id, only string, fn func(m *scheduler.Machine, now time.Time) (scheduler.Decision, error)) error {
+	gone := false
+	err := e.submit(ctx, func(m *scheduler.Machine, now time.Time) (scheduler.Decision, error) {
+		d, err := fn(m, now)
+		if errorsIs(err, scheduler.ErrNotFound) {
+			gone = true
+			return scheduler.Decision{}, nil
+		}
+		return d, err
+	})
+	if err != nil || !gone {
+		return e.mapJobErr(id, err)
+	}
+	s, ok, err := e.finishedJob(id)
+	switch {
+	case err != nil:
+		return fmt.Errorf("quire: job %s: %w", id, err)
+	case !ok:
+		return &NameError{Kind: "job", Name: id, Err: ErrNotFound}
+	}
+	return fmt.Errorf("%w: job %s is %s, %s", ErrState, id, s.Status, only)
 }
 
 func (e *Engine) mapJobErr(id string, err error) error {

@@ -299,7 +299,7 @@ func TestRL7_SummaryMatchesMarshal(t *testing.T) {
 	s := func() string { return strings.Repeat("z", lens[r.IntN(len(lens))]) }
 	for i := 0; i < 3000; i++ {
 		v := JobSummary{ID: s(), Handler: s(), Queue: s(), Priority: uint8(r.Uint32()), Status: JobStatus(r.Uint32()),
-			Attempts: int32(r.Uint32()), Consumed: -int32(r.Uint32() >> 1), FinishedAt: r.Int64() - r.Int64(),
+			Attempts: int32(r.Uint32()), Consumed: -int32(r.Uint32() >> 1), MaxAttempts: int32(r.Uint32()) * int32(r.IntN(2)), FinishedAt: r.Int64() - r.Int64(),
 			LastCode: s(), LastError: s(), WorkflowID: s(), Seq: r.Uint64()}
 		want, err := msgpack.Marshal(&v)
 		if err != nil {

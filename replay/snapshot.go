@@ -271,7 +271,7 @@ func init() {
 	}
 	// record.RetryPolicy's AppendMsgpack is checked by record itself.
 	js := reflect.TypeFor[JobSummary]()
-	tags := []string{"id", "handler", "queue", "priority", "status", "attempts", "consumed", "finished_at",
+	tags := []string{"id", "handler", "queue", "priority", "status", "attempts", "consumed", "max_attempts,omitempty", "finished_at",
 		"last_code,omitempty", "last_error,omitempty", "workflow_id,omitempty", "seq"}
 	if js.NumField() != len(tags) {
 		panic("replay: JobSummary has fields EncodeSummary does not write")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/vmihailenco/msgpack/v5"
+	"github.com/vmihailenco/msgpack/v5/msgpcode"
 
 	"github.com/quire-dev/quire/internal/mpwrite"
 	"github.com/quire-dev/quire/journal/record"
@@ -14,25 +15,28 @@ import (
 // journal's terminal index in the same append as the record that ended it,
 // so that Status of an old job is one point read (DESIGN §4).
 type JobSummary struct {
-	ID         string    `msgpack:"id"`
-	Handler    string    `msgpack:"handler"`
-	Queue      string    `msgpack:"queue"`
-	Priority   uint8     `msgpack:"priority"`
-	Status     JobStatus `msgpack:"status"`
-	Attempts   int32     `msgpack:"attempts"`
-	Consumed   int32     `msgpack:"consumed"`
-	FinishedAt int64     `msgpack:"finished_at"`
-	LastCode   string    `msgpack:"last_code,omitempty"`
-	LastError  string    `msgpack:"last_error,omitempty"`
-	WorkflowID string    `msgpack:"workflow_id,omitempty"`
-	Seq        uint64    `msgpack:"seq"` // seq of the record that ended the job
+	ID       string    `msgpack:"id"`
+	Handler  string    `msgpack:"handler"`
+	Queue    string    `msgpack:"queue"`
+	Priority uint8     `msgpack:"priority"`
+	Status   JobStatus `msgpack:"status"`
+	Attempts int32     `msgpack:"attempts"`
+	Consumed int32     `msgpack:"consumed"`
+	// MaxAttempts is the job's limit (its retry policy's). Entries written
+	// before the limit was recorded lack the key and decode to 0.
+	MaxAttempts int32  `msgpack:"max_attempts,omitempty"`
+	FinishedAt  int64  `msgpack:"finished_at"`
+	LastCode    string `msgpack:"last_code,omitempty"`
+	LastError   string `msgpack:"last_error,omitempty"`
+	WorkflowID  string `msgpack:"workflow_id,omitempty"`
+	Seq         uint64 `msgpack:"seq"` // seq of the record that ended the job
 }
 
 // Summarize returns the summary of j as it stands.
 func Summarize(j *Job) JobSummary {
 	return JobSummary{
 		ID: j.ID, Handler: j.Handler, Queue: j.Queue, Priority: j.Priority, Status: j.Status,
-		Attempts: j.Attempts, Consumed: j.Consumed,
+		Attempts: j.Attempts, Consumed: j.Consumed, MaxAttempts: j.Retry.MaxAttempts,
 		LastCode: j.LastCode, LastError: j.LastError, WorkflowID: j.WorkflowID,
 	}
 }
@@ -47,6 +51,9 @@ func EncodeSummary(s JobSummary) ([]byte, error) {
 			n++
 		}
 	}
+	if s.MaxAttempts != 0 {
+		n++
+	}
 	b := make([]byte, 0, 160+len(s.ID)+len(s.Handler)+len(s.Queue)+len(s.LastCode)+len(s.LastError)+len(s.WorkflowID))
 	b = mpwrite.AppendMapLen(b, n)
 	b = mpwrite.AppendString(mpwrite.AppendString(b, "id"), s.ID)
@@ -56,6 +63,9 @@ func EncodeSummary(s JobSummary) ([]byte, error) {
 	b = mpwrite.AppendUint8(mpwrite.AppendString(b, "status"), uint8(s.Status))
 	b = mpwrite.AppendInt32(mpwrite.AppendString(b, "attempts"), s.Attempts)
 	b = mpwrite.AppendInt32(mpwrite.AppendString(b, "consumed"), s.Consumed)
+	if s.MaxAttempts != 0 {
+		b = mpwrite.AppendInt32(mpwrite.AppendString(b, "max_attempts"), s.MaxAttempts)
+	}
 	b = mpwrite.AppendInt64(mpwrite.AppendString(b, "finished_at"), s.FinishedAt)
 	if s.LastCode != "" {
 		b = mpwrite.AppendString(mpwrite.AppendString(b, "last_code"), s.LastCode)
@@ -95,6 +105,86 @@ func decodeIndexValue(b []byte, v any) error {
 		return fmt.Errorf("replay: index value: %w: %v", record.ErrCorrupt, err)
 	}
 	return nil
+}
+
+// IndexKind is what a terminal-index value describes. Job, workflow and
+// idempotency entries share one key space (t/<id>), so a point read under
+// an id of another kind finds an entry of that other kind.
+type IndexKind uint8
+
+// Terminal-index value kinds.
+const (
+	IndexJob         IndexKind = iota + 1 // a [JobSummary]
+	IndexWorkflow                         // a [WorkflowSummary]
+	IndexIdempotency                      // an [Idempotent]
+)
+
+func (k IndexKind) String() string {
+	switch k {
+	case IndexJob:
+		return "job"
+	case IndexWorkflow:
+		return "workflow"
+	case IndexIdempotency:
+		return "idempotency key"
+	}
+	return "unknown"
+}
+
+// KindOfIndexValue tells which kind of terminal-index value b is from the
+// keys of its map alone, treating b as hostile (RL-6): every encoder writes
+// its kind's marker key, and no other kind has it. A job summary has
+// "handler", a workflow summary "definition_hash", an idempotency entry
+// "workflow_id" and no "id" (a job summary may have "workflow_id" too).
+// So a lookup by id can tell an entry of another kind (no such job, no such
+// workflow) from a damaged entry of its own kind, which its strict decoder
+// still refuses with [record.ErrCorrupt]. Bytes that are not a map with
+// string keys, or that carry the markers of no kind or of two, are corrupt.
+func KindOfIndexValue(b []byte) (IndexKind, error) {
+	if err := record.Prescan(b, false); err != nil {
+		return 0, fmt.Errorf("replay: index value: %w", err)
+	}
+	corrupt := func(why string) (IndexKind, error) {
+		return 0, fmt.Errorf("replay: index value: %w: %s", record.ErrCorrupt, why)
+	}
+	dec := msgpack.NewDecoder(bytes.NewReader(b))
+	n, err := dec.DecodeMapLen()
+	if err != nil || n < 0 {
+		return corrupt("not a map")
+	}
+	var id, handler, defHash, workflowID bool
+	for range n {
+		if c, err := dec.PeekCode(); err != nil || !msgpcode.IsString(c) {
+			return corrupt("a key is not a string")
+		}
+		k, err := dec.DecodeString()
+		if err != nil {
+			return corrupt("a key does not decode")
+		}
+		switch k {
+		case "id":
+			id = true
+		case "handler":
+			handler = true
+		case "definition_hash":
+			defHash = true
+		case "workflow_id":
+			workflowID = true
+		}
+		if err := dec.Skip(); err != nil {
+			return corrupt("a value does not decode")
+		}
+	}
+	idem := workflowID && !id
+	switch {
+	case handler && !defHash && !idem:
+		return IndexJob, nil
+	case defHash && !handler && !idem:
+		return IndexWorkflow, nil
+	case idem && !handler && !defHash:
+		return IndexIdempotency, nil
+	}
+	return corrupt(fmt.Sprintf("keys of no single kind (id %v, handler %v, definition_hash %v, workflow_id %v)", id, handler, defHash, workflowID))
 }
 
 // WorkflowSummary is the final status of a workflow that left [State]
