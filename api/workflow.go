@@ -470,6 +470,15 @@ func stepHandlerName(workflow, step string, branch, branches int) string {
 // handler, which must be registered first, like any sub-workflow it names.
 // A workflow whose chain of first-step sub-workflows, itself included, is
 // longer than [SubWorkflowChainMax] is refused. Nothing is appended.
+//
+// A workflow keeps the definition it was dispatched with: its hash is in
+// the journal (WF-2). If a process registers a changed definition under
+// the same name, the workflows already running with the old one park
+// ([WorkflowInfo].Parked) until a process registers the old one again;
+// new dispatches use the changed one. To change a workflow while some
+// run, register the new definition under a new name (for example
+// "data_import_v2") and keep the old one registered until its workflows
+// have finished.
 func (e *Engine) Register(w *Workflow) error {
 	if err := e.admit(); err != nil {
 		return err

@@ -133,8 +133,12 @@ func IdempotencyKey(k string) DispatchOption {
 
 // Dispatch starts a workflow of the registered name with an initial state
 // (WF-13) and returns its id once workflow_started and the first step's
-// entry are synced. With MustCompleteWithin, deadline_at is fixed now
-// (WD-3).
+// entry are synced. A nil state is an empty state. With
+// MustCompleteWithin, deadline_at is fixed now (WD-3). An unknown name, an
+// invalid option or state, a cancelled ctx or a closed engine return a
+// typed error and append nothing; a ctx that ends during the call is
+// treated as [Engine] says: once the engine has taken the call, it returns
+// the workflow id even if ctx ended meanwhile.
 //
 // A handler may call Dispatch. The dispatch is its own append, not part of
 // the attempt's settlement: an attempt that fails or is redelivered after
@@ -188,8 +192,10 @@ func (e *Engine) encodeUserState(what string, s State) ([]byte, error) {
 
 // Signal sends a signal to workflow id (WF-19). It is stored whatever the
 // workflow's status, so a signal sent before its wait is reached satisfies
-// it later; a waiting workflow settles in the same append (WF-6). An
-// unknown, completed or cancelled workflow is refused.
+// it later; a waiting workflow settles in the same append (WF-6). A nil
+// payload is an empty one. An unknown, completed or cancelled workflow is
+// refused. An ended ctx returns its error and appends nothing (see
+// [Engine]).
 func (e *Engine) Signal(ctx context.Context, id, name string, payload State) error {
 	if err := e.admit(); err != nil {
 		return err
@@ -206,7 +212,8 @@ func (e *Engine) Signal(ctx context.Context, id, name string, payload State) err
 	}))
 }
 
-// PauseWorkflow pauses a running workflow (WF-15).
+// PauseWorkflow pauses a running workflow (WF-15). An ended ctx returns
+// its error and appends nothing (see [Engine]).
 func (e *Engine) PauseWorkflow(ctx context.Context, id string) error {
 	if err := e.live(); err != nil {
 		return err
@@ -216,7 +223,8 @@ func (e *Engine) PauseWorkflow(ctx context.Context, id string) error {
 	}))
 }
 
-// ResumeWorkflow resumes a paused workflow (WF-16).
+// ResumeWorkflow resumes a paused workflow (WF-16). An ended ctx returns
+// its error and appends nothing (see [Engine]).
 func (e *Engine) ResumeWorkflow(ctx context.Context, id string) error {
 	if err := e.admit(); err != nil {
 		return err
@@ -228,7 +236,8 @@ func (e *Engine) ResumeWorkflow(ctx context.Context, id string) error {
 
 // CancelWorkflow cancels a running, paused, waiting or failed workflow
 // (WF-17). Running attempts are not interrupted; their results are
-// discarded. Children are not cancelled.
+// discarded. Children are not cancelled. An ended ctx returns its error
+// and appends nothing (see [Engine]).
 func (e *Engine) CancelWorkflow(ctx context.Context, id string) error {
 	if err := e.live(); err != nil {
 		return err
@@ -239,7 +248,8 @@ func (e *Engine) CancelWorkflow(ctx context.Context, id string) error {
 }
 
 // RetryWorkflow retries a failed workflow: its current step is re-entered
-// with fresh attempts; deadline_at is unchanged (WF-18, WD-13).
+// with fresh attempts; deadline_at is unchanged (WF-18, WD-13). An ended
+// ctx returns its error and appends nothing (see [Engine]).
 func (e *Engine) RetryWorkflow(ctx context.Context, id string) error {
 	if err := e.admit(); err != nil {
 		return err
@@ -280,11 +290,17 @@ const MessageDeadlineExceeded = scheduler.MsgDeadlineExceeded
 
 // WorkflowInfo is the status of one workflow (WF-21).
 type WorkflowInfo struct {
-	ID             string
-	Name           string
-	Status         WorkflowStatus
-	Step           int    // current step index (== Steps once completed)
-	StepName       string // "" past the last step
+	ID     string
+	Name   string
+	Status WorkflowStatus
+	Step   int // current step index (== Steps once completed)
+	// StepName is the current step's name, or "". Step names are not in
+	// the journal: they come from the definition registered in this
+	// process. So StepName is "" past the last step, and also when the
+	// workflow's definition is not registered here or, while the workflow
+	// is not completed or cancelled, is registered with another hash
+	// (Parked).
+	StepName       string
 	Steps          int
 	State          State // public state
 	ParentID       string
@@ -296,10 +312,26 @@ type WorkflowInfo struct {
 	Error          string
 	FailedAt       time.Time
 	IdempotencyKey string
+	// DefinitionHash is the hash of the definition the workflow was
+	// started with (WF-2), recorded in its workflow_started.
 	DefinitionHash string
 	StartedAt      time.Time
+	// Parked is true for a workflow that is not completed or cancelled
+	// whose definition is not registered in this process, or is
+	// registered under its name with another hash than DefinitionHash
+	// (the definition changed). Status stays what the journal says, but
+	// the engine decides nothing from the definition for it: no step is
+	// entered, no wait settles (signals are stored), no step job starts,
+	// and a deadline expiry runs no on-deadline handler. Registering the
+	// definition with that hash lets it go on: at once if its name is not
+	// registered yet, else in a process that registers it (a name
+	// registers once per process). Like [Job].Parked, it is not a journal
+	// status.
+	Parked bool
 	// Attempts and Consumed are the current step's attempt counts, summed
-	// over its jobs.
+	// over its jobs of the step's latest entry: after a retry (WF-18)
+	// only the re-entered step's new jobs count, not the buried ones the
+	// retry replaced; 0 until the step's jobs are enqueued.
 	Attempts int
 	Consumed int
 }
@@ -312,8 +344,14 @@ func unixOrZero(n int64) time.Time {
 }
 
 // Workflow returns the status of workflow id (WF-21, WD-18). Completed and
-// cancelled workflows are read from the journal's terminal index.
+// cancelled workflows are read from the journal's terminal index. An id
+// that names no workflow (unknown, malformed, or a job's) returns a
+// [*NameError] matching [ErrNotFound]; a damaged index entry of the
+// workflow, an error matching journal.ErrCorrupt.
 func (e *Engine) Workflow(ctx context.Context, id string) (WorkflowInfo, error) {
+	if err := idError("workflow", id); err != nil {
+		return WorkflowInfo{}, err
+	}
 	if err := e.live(); err != nil {
 		return WorkflowInfo{}, err
 	}
@@ -333,16 +371,12 @@ func (e *Engine) Workflow(ctx context.Context, id string) (WorkflowInfo, error) 
 	if err != nil || found {
 		return info, err
 	}
-	b, ok, err := e.j.Index(id)
+	s, ok, err := e.finishedWorkflow(id)
 	if err != nil {
 		return WorkflowInfo{}, fmt.Errorf("quire: status of workflow %s: %w", id, err)
 	}
 	if !ok {
 		return WorkflowInfo{}, &NameError{Kind: "workflow", Name: id, Err: ErrNotFound}
-	}
-	s, err := replay.DecodeWorkflowSummary(b)
-	if err != nil {
-		return WorkflowInfo{}, fmt.Errorf("quire: status of workflow %s: %w", id, err)
 	}
 	state, _ := decodeState(s.State)
 	info = WorkflowInfo{
@@ -372,17 +406,41 @@ func (e *Engine) workflowInfo(m *scheduler.Machine, w *replay.Workflow) Workflow
 		DeadlineAt: unixOrZero(w.DeadlineAt), Error: w.Error, FailedAt: unixOrZero(w.FailedAt),
 		IdempotencyKey: w.IdempotencyKey, DefinitionHash: w.DefinitionHash, StartedAt: unixOrZero(w.StartedAt),
 	}
-	info.StepName = e.stepName(w.Name, int(w.Step))
+	info.Parked = m.WorkflowParked(w)
+	if !info.Parked {
+		info.StepName = e.stepName(w.Name, int(w.Step))
+	}
 	if w.Wait != nil {
 		info.WaitingFor = append(append(info.WaitingFor, w.Wait.Signals...), w.Wait.Workflows...)
 		info.WaitMode = w.Wait.Mode
 	}
-	for _, jid := range m.State().JobIDs() {
-		j := m.State().Jobs[jid]
-		if j.WorkflowID == w.ID && j.Step == w.Step {
-			info.Attempts += int(j.Attempts)
-			info.Consumed += int(j.Consumed)
+	info.Attempts, info.Consumed = stepCounts(m.State(), w)
+	return info
+}
+
+// stepCounts sums the attempt counts of the jobs of w's current step
+// entry (WF-18, WF-21). A step's jobs stay in the state until they
+// complete, so after a retry the buried jobs of the earlier entry are
+// still there, at the same step: for each branch only the job enqueued
+// last counts, since a retry enqueues a new job for every branch it
+// re-enters. Until the entry's jobs are enqueued (w.Entered is false
+// after workflow_retried) the counts are 0.
+func stepCounts(st *replay.State, w *replay.Workflow) (attempts, consumed int) {
+	if !w.Entered {
+		return 0, 0
+	}
+	latest := map[int32]*replay.Job{}
+	for _, j := range st.Jobs {
+		if j.WorkflowID != w.ID || j.Step != w.Step {
+			continue
+		}
+		if l := latest[j.Branch]; l == nil || j.EnqueueSeq > l.EnqueueSeq {
+			latest[j.Branch] = j
 		}
 	}
-	return info
+	for _, j := range latest {
+		attempts += int(j.Attempts)
+		consumed += int(j.Consumed)
+	}
+	return attempts, consumed
 }

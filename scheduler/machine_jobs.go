@@ -186,7 +186,10 @@ func (m *Machine) Settle(now time.Time, res Result) (Decision, error) {
 // stepSucceeded completes the current step of w once every branch of it
 // has succeeded (WF-3, WF-4).
 func (m *Machine) stepSucceeded(d *Decision, now time.Time, w *replay.Workflow) {
-	def := m.def(w.Name)
+	// The branches are those of w's own step. A parked w cannot get here:
+	// its step jobs do not start (eligible), and a registration is never
+	// undone within a process.
+	def := m.defOf(w)
 	if def == nil || int(w.Step) >= len(def.Steps) {
 		return
 	}
@@ -233,7 +236,7 @@ func (m *Machine) Requeue(now time.Time, id string) (Decision, error) {
 	if j.Status != replay.JobBuried {
 		return d, fmt.Errorf("%w: job %s is %s, only a buried job can be retried", ErrState, id, j.Status)
 	}
-	if j.WorkflowID != "" && !m.eligible(j) {
+	if j.WorkflowID != "" && !m.stepRunning(j) {
 		return d, fmt.Errorf("%w: job %s is a step of workflow %s, which is not running: retry the workflow", ErrState, id, j.WorkflowID)
 	}
 	m.emit(&d, j.Stream, &record.JobRequeued{JobID: id, AvailableAt: now.UnixNano()})
@@ -247,7 +250,7 @@ func (m *Machine) RequeueBuried(now time.Time, queue string) (Decision, int) {
 	var ids []*replay.Job
 	for _, id := range m.st.JobIDs() {
 		j := m.st.Jobs[id]
-		if j.Status == replay.JobBuried && j.Queue == queue && m.eligible(j) {
+		if j.Status == replay.JobBuried && j.Queue == queue && (j.WorkflowID == "" || m.stepRunning(j)) {
 			ids = append(ids, j)
 		}
 	}

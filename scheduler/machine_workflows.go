@@ -42,11 +42,42 @@ type DeadlineRun struct {
 	State      []byte // public state as of the expiry
 }
 
+// def returns the definition registered under name, or nil. It is what a
+// new instance is started with (a dispatch, a SubWorkflow step's child);
+// an existing instance is advanced only by [Machine.defOf].
 func (m *Machine) def(name string) *WorkflowDef {
 	if m.cfg.WorkflowFunc == nil {
 		return nil
 	}
 	return m.cfg.WorkflowFunc(name)
+}
+
+// defOf returns the definition that advances the existing instance w: the
+// one registered under its name, only if it has the hash w recorded in
+// workflow_started (WF-2). A definition registered under the same name with
+// another hash describes other steps, waits and options: deciding w's
+// next step, a wait's settlement or its step jobs' options from it would
+// corrupt w (its step index and wait were recorded under its own
+// definition). So w is then treated exactly as if its definition were not
+// registered: it is parked, nothing is decided from its definition, and
+// registering the definition with its hash lets it go on
+// ([Machine.WorkflowRegistered]).
+func (m *Machine) defOf(w *replay.Workflow) *WorkflowDef {
+	def := m.def(w.Name)
+	if def == nil || def.Hash != w.DefinitionHash {
+		return nil
+	}
+	return def
+}
+
+// WorkflowParked reports whether w, a workflow of the state, is parked: the
+// definition it recorded (name and hash) is not registered in this
+// process, so the machine decides nothing from it until it is (see
+// [Machine.defOf]). Decisions that the journal alone determines still
+// happen: a recorded delay fires, a child's outcome reaches it, a deadline
+// expires it (WD-5), a signal is stored.
+func (m *Machine) WorkflowParked(w *replay.Workflow) bool {
+	return m.defOf(w) == nil
 }
 
 // StartWorkflow decides a dispatch: workflow_started and the first step's
@@ -105,8 +136,8 @@ func (m *Machine) startWorkflow(d *Decision, now time.Time, def *WorkflowDef, st
 
 // enter appends the current step's entry records (WF-11). A paused
 // workflow enters nothing, but completes once past its last step (WF-15);
-// a workflow whose definition is not registered in this process waits
-// until it is.
+// a parked workflow (its definition, with the hash it recorded, is not
+// registered in this process) waits until it is.
 func (m *Machine) enter(d *Decision, now time.Time, w *replay.Workflow) {
 	if w == nil || w.Entered {
 		return
@@ -118,7 +149,7 @@ func (m *Machine) enter(d *Decision, now time.Time, w *replay.Workflow) {
 	if w.Status != replay.WorkflowRunning {
 		return
 	}
-	def := m.def(w.Name)
+	def := m.defOf(w) // w's own step: only its own definition says what it is
 	if def == nil || int(w.Step) >= len(def.Steps) {
 		return
 	}
@@ -172,6 +203,8 @@ func (m *Machine) enter(d *Decision, now time.Time, w *replay.Workflow) {
 			m.waiters[dep] = append(m.waiters[dep], w.ID)
 		}
 	case StepSub:
+		// The child is a new instance: it starts with the definition
+		// registered now, and records that definition's hash.
 		child := m.def(step.Sub)
 		if child == nil {
 			m.fail(d, now, w, fmt.Sprintf("sub-workflow %q of step %q is not registered", step.Sub, step.Name))
@@ -189,6 +222,8 @@ func (m *Machine) enter(d *Decision, now time.Time, w *replay.Workflow) {
 // inherited returns the job options a sub-workflow inherits from its
 // ancestors (WF-8): each ancestor's own workflow-wide options over those it
 // inherited. A workflow whose parent left the state inherits nothing more.
+// An ancestor's options are those of its own definition: a parked
+// ancestor gives none, as one whose definition is not registered.
 func (m *Machine) inherited(w *replay.Workflow) JobDefaults {
 	var out JobDefaults
 	for depth := 0; w.ParentID != "" && depth < 64; depth++ {
@@ -196,7 +231,7 @@ func (m *Machine) inherited(w *replay.Workflow) JobDefaults {
 		if p == nil {
 			break
 		}
-		if def := m.def(p.Name); def != nil {
+		if def := m.defOf(p); def != nil {
 			if out.Queue == nil {
 				out.Queue = def.Defaults.Queue
 			}
@@ -319,8 +354,14 @@ func (m *Machine) fail(d *Decision, now time.Time, w *replay.Workflow, msg strin
 // the reactions of dependants and parent.
 func (m *Machine) expire(d *Decision, now time.Time, w *replay.Workflow, by string) {
 	m.emit(d, w.ID, &record.WorkflowFailed{WorkflowID: w.ID, Step: w.Step, Error: MsgDeadlineExceeded, At: now.UnixNano()})
+	// The expiry itself needs no definition (WD-5 reads the status and
+	// deadline_at, both recorded), so a parked workflow expires too. Its
+	// handler is its own definition's OnDeadline (WD-2): another
+	// definition's handler would be called with a state it does not
+	// describe, so a parked workflow expires with none, as one whose
+	// definition is not registered.
 	handler := ""
-	if def := m.def(w.Name); def != nil {
+	if def := m.defOf(w); def != nil {
 		handler = def.OnDeadline
 	}
 	m.emit(d, w.ID, &record.WorkflowDeadlineExceeded{WorkflowID: w.ID, DeadlineAt: w.DeadlineAt,
@@ -370,7 +411,10 @@ func (m *Machine) react(d *Decision, now time.Time, w *replay.Workflow, status r
 		if x == nil || x.Status != replay.WorkflowWaitingWorkflows || x.Wait == nil || !contains(x.Wait.Workflows, w.ID) {
 			continue
 		}
-		def := m.def(x.Name)
+		// x's wait is settled by x's own step (mode, quorum, result key):
+		// a parked x stays a waiter until its definition is registered.
+		// w's own definition plays no part: w's outcome is recorded.
+		def := m.defOf(x)
 		if def == nil || int(x.Step) >= len(def.Steps) {
 			keep = append(keep, id)
 			continue
@@ -625,7 +669,9 @@ func (m *Machine) Signal(now time.Time, id, name string, payload []byte) (Decisi
 	}
 	m.emit(&d, w.ID, &record.SignalReceived{WorkflowID: w.ID, Name: name, Payload: payload})
 	if w.Status == replay.WorkflowWaitingSignal {
-		if def := m.def(w.Name); def != nil && int(w.Step) < len(def.Steps) {
+		// Only w's own wait step may consume the signal; a parked w
+		// stores it for when its definition is registered.
+		if def := m.defOf(w); def != nil && int(w.Step) < len(def.Steps) {
 			m.settleSignals(&d, now, w, &def.Steps[w.Step], true)
 		}
 	}
@@ -771,8 +817,10 @@ func (m *Machine) DeadlineHandlerDone(run DeadlineRun, outcome, msg string) Deci
 }
 
 // WorkflowRegistered enters the current step of the workflows of name that
-// waited for their definition, and settles the waits that signals or
-// dependencies satisfied meanwhile (WF-6, WF-7).
+// waited for their definition, settles the waits that signals or
+// dependencies satisfied meanwhile (WF-6, WF-7) and lets their held step
+// jobs start. Workflows that recorded another hash than the registered
+// definition's stay parked: nothing is decided for them.
 func (m *Machine) WorkflowRegistered(now time.Time, name string) Decision {
 	var d Decision
 	for _, id := range m.st.WorkflowIDs() {
@@ -780,6 +828,7 @@ func (m *Machine) WorkflowRegistered(now time.Time, name string) Decision {
 			d.cut() // each workflow is its own unit
 			m.enter(&d, now, w)
 			m.settleWait(&d, now, w)
+			m.release(w.ID)
 		}
 	}
 	return d
@@ -788,7 +837,7 @@ func (m *Machine) WorkflowRegistered(now time.Time, name string) Decision {
 // settleWait settles the wait w is parked on if it is satisfied or, for
 // workflows, decided.
 func (m *Machine) settleWait(d *Decision, now time.Time, w *replay.Workflow) {
-	def := m.def(w.Name)
+	def := m.defOf(w)
 	if def == nil || int(w.Step) >= len(def.Steps) || w.Wait == nil {
 		return
 	}
@@ -848,10 +897,28 @@ func (m *Machine) release(wfID string) {
 }
 
 // eligible reports whether a pending job's workflow lets it start (JB-2).
+// A step job of a workflow whose name is registered with another hash than
+// the one it recorded is held like one of a workflow that is not running,
+// until [Machine.WorkflowRegistered] releases it: its handler name may name
+// a step of that other definition, and its success could not complete the
+// step, which takes the workflow's own definition ([Machine.stepSucceeded]).
+// A workflow whose definition is not registered at all needs no hold: step
+// handlers are registered with their definition, so its jobs are parked.
 func (m *Machine) eligible(j *replay.Job) bool {
 	if j.WorkflowID == "" {
 		return true
 	}
+	w := m.st.Workflows[j.WorkflowID]
+	if w == nil || w.Status != replay.WorkflowRunning {
+		return false
+	}
+	def := m.def(w.Name)
+	return def == nil || def.Hash == w.DefinitionHash
+}
+
+// stepRunning reports whether a step job's workflow is running, which a
+// requeue needs (JB-7); a parked workflow's requeued job is then held.
+func (m *Machine) stepRunning(j *replay.Job) bool {
 	w := m.st.Workflows[j.WorkflowID]
 	return w != nil && w.Status == replay.WorkflowRunning
 }

@@ -1,0 +1,204 @@
+package api_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quire-dev/quire/api"
+)
+
+// An instance is advanced only by the definition whose hash its
+// workflow_started recorded (WF-2). A process that registers a changed
+// definition under the same name parks it, as if its definition were not
+// registered: nothing is appended for it, a signal is only stored, and its
+// status says it is parked; a new dispatch uses the registered definition.
+// A process that registers its own definition again lets it finish.
+func TestWF2_ChangedDefinitionParksInstanceUntilItsOwnIsRegistered(t *testing.T) {
+	b := setup(t, nil)
+	var rec recorder
+	v1 := func() *api.Workflow {
+		return api.NewWorkflow("flow").Then("a", wfSeen(&rec, "a", api.State{"a": true})).WaitForSignal("go").
+			Then("b", wfSeen(&rec, "b", api.State{"b": true})).Then("c", wfSeen(&rec, "c", api.State{"c": true}))
+	}
+	v2 := func() *api.Workflow {
+		return api.NewWorkflow("flow").Then("z", wfSeen(&rec, "z", api.State{"z": true})).
+			Then("y", wfSeen(&rec, "y", api.State{"y": true}))
+	}
+	wfRegister(t, b.eng, v1())
+	b.start()
+	id := wfDispatch(b, "flow", api.State{}, api.IdempotencyKey("x"))
+	b.idle()
+	old := wfWant(b, id, api.WorkflowWaitingSignal)
+	if old.Parked || old.Step != 1 || old.StepName != "1" {
+		t.Fatalf("WF-21: %+v", old)
+	}
+	before := len(wfStream(b.records(), id))
+
+	b.reopen(func(e *api.Engine) { wfRegister(t, e, v2()) })
+	b.start()
+	b.idle()
+	info := wfWant(b, id, api.WorkflowWaitingSignal)
+	if !info.Parked || info.Step != 1 || info.Steps != 4 || info.StepName != "" || info.DefinitionHash != old.DefinitionHash {
+		t.Fatalf("WF-2: under a changed definition, status %+v", info)
+	}
+	if err := b.eng.Signal(b.ctx, id, "go", api.State{"by": "ops"}); err != nil {
+		t.Fatal(err)
+	}
+	b.advance(time.Minute)
+	if got := wfStream(b.records(), id)[before:]; !slices.Equal(got, []string{"signal_received"}) {
+		t.Fatalf("WF-2: appended %v for an instance of another definition, want only the stored signal", got)
+	}
+	if info := wfWant(b, id, api.WorkflowWaitingSignal); !info.Parked || info.Step != 1 {
+		t.Fatalf("WF-2: %+v", info)
+	}
+	n := wfDispatch(b, "flow", api.State{})
+	b.idle()
+	if ni := wfWant(b, n, api.WorkflowCompleted); ni.DefinitionHash == old.DefinitionHash || wfState(ni.State) != "map[y:true z:true]" {
+		t.Fatalf("WF-13: a new dispatch runs the registered definition: %+v", ni)
+	}
+	if got := strings.Join(rec.get(), ","); got != "a map[],z map[],y map[z:true]" {
+		t.Fatalf("WF-2: steps ran %s", got)
+	}
+
+	b.reopen(func(e *api.Engine) { wfRegister(t, e, v1()) })
+	b.start()
+	b.idle()
+	done := wfWant(b, id, api.WorkflowCompleted)
+	if wfState(done.State) != "map[a:true b:true by:ops c:true]" {
+		t.Fatalf("WF-6: the stored signal must settle the wait under the instance's own definition: %+v", done)
+	}
+	b.checkReplay()
+}
+
+// A parked instance's pending step job does not start, even when the
+// changed definition has a step of the same name (so a handler of the same
+// name): it would run another definition's step for it, and its success
+// could not complete the instance's step (WF-2).
+func TestWF2_ChangedDefinitionHoldsStepJobsOfParkedInstance(t *testing.T) {
+	b := setup(t, nil)
+	var rec recorder
+	v1 := func() *api.Workflow {
+		return api.NewWorkflow("flow").Then("a", wfSeen(&rec, "v1 a", api.State{"a": 1})).Then("b", wfSeen(&rec, "v1 b", api.State{"b": 1}))
+	}
+	v2 := func() *api.Workflow {
+		return api.NewWorkflow("flow").Then("b", wfSeen(&rec, "v2 b", api.State{"b": 2})).Then("a", wfSeen(&rec, "v2 a", api.State{"a": 2}))
+	}
+	wfRegister(t, b.eng, v1())
+	id := wfDispatch(b, "flow", api.State{}) // not started: step a's job stays pending
+	before := len(wfStream(b.records(), id))
+
+	b.reopen(func(e *api.Engine) { wfRegister(t, e, v2()) })
+	b.start()
+	b.advance(time.Minute)
+	if info := wfWant(b, id, api.WorkflowRunning); !info.Parked || info.Step != 0 || info.Attempts != 0 {
+		t.Fatalf("WF-2: %+v", info)
+	}
+	if got := wfStream(b.records(), id)[before:]; len(got) != 0 || len(rec.get()) != 0 {
+		t.Fatalf("WF-2: appended %v and ran %v for an instance of another definition", got, rec.get())
+	}
+
+	b.reopen(func(e *api.Engine) { wfRegister(t, e, v1()) })
+	b.start()
+	b.idle()
+	if info := wfWant(b, id, api.WorkflowCompleted); wfState(info.State) != "map[a:1 b:1]" {
+		t.Fatalf("WF-2: %+v", info)
+	}
+	if got := strings.Join(rec.get(), ","); got != "v1 a map[],v1 b map[a:1]" {
+		t.Fatalf("WF-2: steps ran %s", got)
+	}
+	b.checkReplay()
+}
+
+// After a retry the status shows the re-entered step's fresh attempt
+// counts, not counts summed with the buried job the retry replaced
+// (WF-18, WF-21).
+func TestWF18_StatusShowsRetriedStepsFreshAttemptCounts(t *testing.T) {
+	b := setup(t, nil)
+	var mu sync.Mutex
+	failing := true
+	step := func(ctx context.Context, d *api.Delivery, st api.State) (api.State, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if failing {
+			return nil, errors.New("flaky")
+		}
+		return api.State{"ok": true}, nil
+	}
+	wfRegister(t, b.eng, api.NewWorkflow("r").Then("a", step).MaxAttempts(2))
+	b.start()
+	id := wfDispatch(b, "r", api.State{})
+	b.idle()
+	b.advance(time.Second)
+	counts := func(want api.WorkflowStatus, attempts, consumed int) {
+		t.Helper()
+		info := wfWant(b, id, want)
+		if info.Attempts != attempts || info.Consumed != consumed {
+			t.Fatalf("WF-18: %s with attempts %d consumed %d, want %d and %d", want, info.Attempts, info.Consumed, attempts, consumed)
+		}
+	}
+	counts(api.WorkflowFailed, 2, 2)
+	if err := b.eng.RetryWorkflow(b.ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	b.idle()
+	counts(api.WorkflowRunning, 1, 1) // the first attempt of the new job failed
+	b.advance(time.Second)
+	counts(api.WorkflowFailed, 2, 2)
+	mu.Lock()
+	failing = false
+	mu.Unlock()
+	if err := b.eng.RetryWorkflow(b.ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	b.idle()
+	wfWant(b, id, api.WorkflowCompleted)
+	b.checkReplay()
+}
+
+// A retry of a parked workflow re-enters nothing until its definition is
+// registered (WF-2), so its status shows no attempts yet rather than the
+// buried job's (WF-18, WF-21).
+func TestWF18_RetryOfParkedWorkflowShowsNoAttemptsUntilEntered(t *testing.T) {
+	b := setup(t, nil)
+	var mu sync.Mutex
+	failing := true
+	v1 := func() *api.Workflow {
+		return api.NewWorkflow("r").Then("a", func(ctx context.Context, d *api.Delivery, st api.State) (api.State, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if failing {
+				return nil, api.Permanent("NO", errors.New("broken"))
+			}
+			return api.State{"ok": true}, nil
+		})
+	}
+	wfRegister(t, b.eng, v1())
+	b.start()
+	id := wfDispatch(b, "r", api.State{})
+	b.idle()
+	if info := wfWant(b, id, api.WorkflowFailed); info.Attempts != 1 {
+		t.Fatalf("WF-21: %+v", info)
+	}
+	b.reopen(func(e *api.Engine) { wfRegister(t, e, api.NewWorkflow("r").Then("other", wfReturn(nil))) })
+	b.start()
+	if err := b.eng.RetryWorkflow(b.ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	b.idle()
+	if info := wfWant(b, id, api.WorkflowRunning); !info.Parked || info.Attempts != 0 || info.Consumed != 0 {
+		t.Fatalf("WF-18: a retried step shows fresh counts: %+v", info)
+	}
+	mu.Lock()
+	failing = false
+	mu.Unlock()
+	b.reopen(func(e *api.Engine) { wfRegister(t, e, v1()) })
+	b.start()
+	b.idle()
+	wfWant(b, id, api.WorkflowCompleted)
+	b.checkReplay()
+}
