@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/quire-dev/quire/api"
+	"github.com/quire-dev/quire/journal/record"
 )
 
 // An instance is advanced only by the definition whose hash its
@@ -100,6 +101,17 @@ func TestWF2_ChangedDefinitionHoldsStepJobsOfParkedInstance(t *testing.T) {
 	}
 	if got := wfStream(b.records(), id)[before:]; len(got) != 0 || len(rec.get()) != 0 {
 		t.Fatalf("WF-2: appended %v and ran %v for an instance of another definition", got, rec.get())
+	}
+	// Its step job's handler (flow/a) is registered by v2 too, yet the
+	// job is parked with its workflow.
+	stepJob := ""
+	for _, r := range b.records() {
+		if e, ok := r.Body.(*record.JobEnqueued); ok && e.Handler == "flow/a" {
+			stepJob = e.JobID
+		}
+	}
+	if j := b.status(stepJob); j.Status != api.JobPending || !j.Parked {
+		t.Fatalf("WF-2: the parked workflow's step job is %s, parked %t; want pending and parked", j.Status, j.Parked)
 	}
 
 	b.reopen(func(e *api.Engine) { wfRegister(t, e, v1()) })
@@ -201,4 +213,44 @@ func TestWF18_RetryOfParkedWorkflowShowsNoAttemptsUntilEntered(t *testing.T) {
 	b.idle()
 	wfWant(b, id, api.WorkflowCompleted)
 	b.checkReplay()
+}
+
+// WF-21: a workflow's status names its step only from its own definition:
+// under a changed one of the same name, StepName is "", not the name of the
+// changed definition's step at that index, for a failed workflow (held in
+// memory) and a cancelled one (read from the terminal index).
+func TestWF2_WF21_StepNameOnlyFromItsDefinition(t *testing.T) {
+	b := setup(t, nil)
+	fail := func(context.Context, *api.Delivery, api.State) (api.State, error) {
+		return nil, api.Permanent("BROKEN", errors.New("broken"))
+	}
+	ok := func(context.Context, *api.Delivery, api.State) (api.State, error) { return nil, nil }
+	wfRegister(t, b.eng, api.NewWorkflow("flow").Then("a", ok).Then("b", fail))
+	wfRegister(t, b.eng, api.NewWorkflow("wait").Then("a", ok).WaitForSignal("go"))
+	b.start()
+	failed := wfDispatch(b, "flow", api.State{})
+	cancelled := wfDispatch(b, "wait", api.State{})
+	b.idle()
+	if err := b.eng.CancelWorkflow(b.ctx, cancelled); err != nil {
+		t.Fatal(err)
+	}
+	b.idle()
+	if info := wfWant(b, failed, api.WorkflowFailed); info.Step != 1 || info.StepName != "b" {
+		t.Fatalf("WF-21: %+v", info)
+	}
+	if info := wfWant(b, cancelled, api.WorkflowCancelled); info.Step != 1 || info.StepName != "1" {
+		t.Fatalf("WF-21: %+v", info)
+	}
+	b.reopen(func(e *api.Engine) {
+		wfRegister(t, e, api.NewWorkflow("flow").Then("x", ok).Then("y", ok))
+		wfRegister(t, e, api.NewWorkflow("wait").Then("x", ok).Then("y", ok))
+	})
+	for _, c := range []struct {
+		id     string
+		status api.WorkflowStatus
+	}{{cancelled, api.WorkflowCancelled}, {failed, api.WorkflowFailed}} {
+		if info := wfWant(b, c.id, c.status); info.Step != 1 || info.StepName != "" {
+			t.Fatalf("WF-2: under a changed definition the %s workflow shows step %d %q, want 1 and no name", c.status, info.Step, info.StepName)
+		}
+	}
 }

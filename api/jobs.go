@@ -62,7 +62,9 @@ type Job struct {
 	Queue    string
 	Priority Priority
 	Status   JobStatus
-	// Parked is true for a pending job whose handler is not registered.
+	// Parked is true for a pending job whose handler is not registered,
+	// or that is a step of a parked workflow ([WorkflowInfo].Parked: its
+	// definition changed): it does not start until that is registered.
 	Parked bool
 	// Attempts counts starts; Consumed counts attempts consumed under DL-6;
 	// MaxAttempts is the job's limit. For a completed job it is read from
@@ -108,7 +110,10 @@ func (e *Engine) Status(ctx context.Context, id string) (Job, error) {
 		}
 		found = true
 		out = jobFromState(j)
-		out.Parked = j.Status == replay.JobPending && e.handler(j.Handler) == nil
+		if j.Status == replay.JobPending {
+			w := m.State().Workflows[j.WorkflowID]
+			out.Parked = e.handler(j.Handler) == nil || w != nil && m.WorkflowParked(w)
+		}
 		return scheduler.Decision{}, nil
 	})
 	if err != nil || found {

@@ -358,7 +358,7 @@ func TestJB7_RetryBuriedJobs(t *testing.T) {
 	b.wantStatus(x, api.JobCompleted)
 	b.wantStatus(y, api.JobCompleted)
 	b.wantStatus(z, api.JobBuried)
-	if err := b.eng.Retry(b.ctx, x); !errors.Is(err, api.ErrNotFound) && !errors.Is(err, api.ErrState) {
+	if err := b.eng.Retry(b.ctx, x); !errors.Is(err, api.ErrState) || errors.Is(err, api.ErrNotFound) {
 		t.Fatalf("retry of a completed job: %v", err)
 	}
 	b.checkReplay()

@@ -191,6 +191,15 @@ func (e *OptionError) Error() string {
 	return s
 }
 
+// reason is the error without the field's name, for a [WorkflowError]
+// that names the option itself: "101 must be 1..100".
+func (e *OptionError) reason() string {
+	if e.Err != nil && e.Reason == "" {
+		return e.Err.Error()
+	}
+	return fmt.Sprintf("%v %s", e.Value, e.Reason)
+}
+
 func (e *OptionError) Unwrap() []error {
 	if e.Err != nil {
 		return []error{ErrInvalidOption, e.Err}

@@ -385,7 +385,7 @@ func (w *Workflow) WithPriority(p Priority) *Workflow {
 // MaxAttempts sets the attempts of every step job (default 3; WF-22).
 func (w *Workflow) MaxAttempts(n int) *Workflow {
 	if err := deadlines.ValidateMaxAttempts(n); err != nil {
-		w.fail("", "MaxAttempts", err.Error())
+		w.fail("", "MaxAttempts", optionErr("", err).(*OptionError).reason())
 	}
 	w.maxAttempts = &n
 	return w
@@ -601,7 +601,7 @@ func (e *Engine) stepJob(w *Workflow, s stepSpec) (scheduler.EnqueueRequest, err
 	if err != nil {
 		var oe *OptionError
 		if errors.As(err, &oe) {
-			return scheduler.EnqueueRequest{}, &WorkflowError{Workflow: w.name, Step: s.name, Option: oe.Field, Reason: oe.Error()}
+			return scheduler.EnqueueRequest{}, &WorkflowError{Workflow: w.name, Step: s.name, Option: oe.Field, Reason: oe.reason()}
 		}
 		return scheduler.EnqueueRequest{}, err
 	}

@@ -297,8 +297,8 @@ func TestWF2_BuilderErrorsNameStepOrOptionAndAppendNothing(t *testing.T) {
 		{"unknown sub-workflow", api.NewWorkflow("parent").Then("a", ok).SubWorkflow("enrich", "nope"), "parent", "enrich", "SubWorkflow", `"nope" is not registered`},
 		{"zero deadline", api.NewWorkflow("wd").Then("a", ok).MustCompleteWithin(0), "wd", "", "MustCompleteWithin", "got 0s"},
 		{"unknown deadline handler", api.NewWorkflow("wh").Then("a", ok).OnDeadline("nope"), "wh", "", "OnDeadline", `"nope" is not registered`},
-		{"max attempts", api.NewWorkflow("ma").Then("a", ok).MaxAttempts(0), "ma", "", "MaxAttempts", ""},
-		{"step option", api.NewWorkflow("so").Then("a", ok, api.MaxAttempts(101)), "so", "a", "MaxAttempts", ""},
+		{"max attempts", api.NewWorkflow("ma").Then("a", ok).MaxAttempts(0), "ma", "", "MaxAttempts", "0 must be 1..100"},
+		{"step option", api.NewWorkflow("so").Then("a", ok, api.MaxAttempts(101)), "so", "a", "MaxAttempts", "101 must be 1..100"},
 		// RL-11: limits that keep every record of the definition within
 		// the journal's caps.
 		{"Then step name", api.NewWorkflow("t").Then(long, ok), "t", long, "Then", "step name is 101 bytes, limit 100"},
@@ -340,6 +340,9 @@ func TestWF2_BuilderErrorsNameStepOrOptionAndAppendNothing(t *testing.T) {
 			msg := err.Error()
 			if !strings.Contains(msg, c.option) || (step != "" && !strings.Contains(msg, strconv.Quote(step))) || !strings.Contains(msg, c.text) {
 				t.Errorf("%s: message %.200q lacks the option, the step or %q", c.name, msg, c.text)
+			}
+			if strings.Contains(msg, "deadlines:") {
+				t.Errorf("%s: message %.200q names an internal package", c.name, msg)
 			}
 			// A wait id is named by its index, never quoted whole.
 			if c.option == "WaitForWorkflows" && len(msg) > 1000 {

@@ -297,9 +297,8 @@ type WorkflowInfo struct {
 	// StepName is the current step's name, or "". Step names are not in
 	// the journal: they come from the definition registered in this
 	// process. So StepName is "" past the last step, and also when the
-	// workflow's definition is not registered here or, while the workflow
-	// is not completed or cancelled, is registered with another hash
-	// (Parked).
+	// workflow's definition is not registered here or is registered with
+	// another hash (Parked, while the workflow is not finished).
 	StepName       string
 	Steps          int
 	State          State // public state
@@ -385,12 +384,14 @@ func (e *Engine) Workflow(ctx context.Context, id string) (WorkflowInfo, error) 
 		Error: s.Error, FailedAt: unixOrZero(s.FailedAt), IdempotencyKey: s.IdempotencyKey,
 		DefinitionHash: s.DefinitionHash, StartedAt: unixOrZero(s.StartedAt),
 	}
-	info.StepName = e.stepName(s.Name, int(s.Step))
+	info.StepName = e.stepName(s.Name, s.DefinitionHash, int(s.Step))
 	return info, nil
 }
 
-func (e *Engine) stepName(workflow string, step int) string {
-	if def := e.workflowDef(workflow); def != nil && step < len(def.Steps) {
+// stepName is the name of step in the definition registered here for
+// workflow, if that definition has the hash the instance recorded.
+func (e *Engine) stepName(workflow, hash string, step int) string {
+	if def := e.workflowDef(workflow); def != nil && def.Hash == hash && step < len(def.Steps) {
 		return def.Steps[step].Name
 	}
 	return ""
@@ -407,9 +408,7 @@ func (e *Engine) workflowInfo(m *scheduler.Machine, w *replay.Workflow) Workflow
 		IdempotencyKey: w.IdempotencyKey, DefinitionHash: w.DefinitionHash, StartedAt: unixOrZero(w.StartedAt),
 	}
 	info.Parked = m.WorkflowParked(w)
-	if !info.Parked {
-		info.StepName = e.stepName(w.Name, int(w.Step))
-	}
+	info.StepName = e.stepName(w.Name, w.DefinitionHash, int(w.Step))
 	if w.Wait != nil {
 		info.WaitingFor = append(append(info.WaitingFor, w.Wait.Signals...), w.Wait.Workflows...)
 		info.WaitMode = w.Wait.Mode
