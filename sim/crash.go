@@ -10,6 +10,9 @@ import (
 	"sort"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/quire-dev/quire/clock/clocktest"
+	"github.com/quire-dev/quire/journal"
 )
 
 const blockSize = 4096
@@ -142,31 +145,60 @@ func readAll(fs vfs.FS, p string) ([]byte, error) {
 	return io.ReadAll(f)
 }
 
-// keepArtifacts copies the world's current filesystem and its last crash
-// image to $QUIRE_SIM_OUT/<seed>/ (default: the OS temp directory) and
-// returns the directory, or a note saying why nothing was kept.
+// reopenOn makes img the world's filesystem for the next instance. The
+// world runs on a copy of it, so that img stays what the crash left, for
+// the failure report.
+func (w *World) reopenOn(img *vfs.MemFS) {
+	w.image, w.imageN = img, len(w.steps)
+	w.fs = cloneFS(img)
+}
+
+// cloneFS returns a copy of fs with everything written to it, synced or
+// not. MemFS blocks writes while it clones, so the copy is consistent
+// even while an engine runs on fs.
+func cloneFS(fs *vfs.MemFS) *vfs.MemFS {
+	// At 100 % every draw keeps its block: the source only has to exist.
+	return fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 100, RNG: rand.New(rand.NewPCG(0, 0))})
+}
+
+// keepArtifacts copies the journal as it is now (every write kept, as a
+// process killed here would leave it on a disk that loses nothing) to
+// current/, and the image the last crash left to last-crash-image/, under
+// $QUIRE_SIM_OUT/quire-sim-0x<seed> (default: the OS temp directory). It
+// returns one line per image: the directory to point qctl at, checked by
+// opening it read-only as a journal, or why there is none.
 func (w *World) keepArtifacts() string {
 	root := os.Getenv("QUIRE_SIM_OUT")
 	if root == "" {
 		root = os.TempDir()
 	}
 	dir := filepath.Join(root, fmt.Sprintf("quire-sim-0x%x", w.seed))
-	_ = os.RemoveAll(dir)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Sprintf("(not kept: %v)", err)
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Sprintf("journal image: not kept: %v", err)
 	}
-	note := ""
-	if w.eng == nil {
-		if _, err := vfs.Clone(w.fs, vfs.Default, Dir, filepath.Join(dir, "current"), vfs.CloneSync); err != nil {
-			note += fmt.Sprintf(" (current: %v)", err)
-		}
-	} else {
-		note += " (current: engine still open, not copied)"
-	}
+	lines := keepImage(cloneFS(w.fs), filepath.Join(dir, "current"), fmt.Sprintf("journal image at step %d", len(w.steps)))
 	if w.image != nil {
-		if _, err := vfs.Clone(w.image, vfs.Default, Dir, filepath.Join(dir, "last-crash-image"), vfs.CloneSync); err != nil {
-			note += fmt.Sprintf(" (crash image: %v)", err)
-		}
+		lines += "\n" + keepImage(w.image, filepath.Join(dir, "last-crash-image"), fmt.Sprintf("journal image of the last crash (step %d)", w.imageN))
 	}
-	return dir + note
+	return lines
+}
+
+// keepImage copies the journal directory of img to dst and describes the
+// result, starting with what.
+func keepImage(img vfs.FS, dst, what string) string {
+	ok, err := vfs.Clone(img, vfs.Default, Dir, dst, vfs.CloneSync)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("%s: not kept: %v", what, err)
+	case !ok:
+		return what + ": none (no journal was created)"
+	}
+	j, err := journal.Open(dst, journal.Options{FS: vfs.Default, Clock: clocktest.New(T0), ReadOnly: true})
+	if err != nil {
+		return fmt.Sprintf("%s: kept in %s, which does not open as a journal: %v", what, dst, err)
+	}
+	if err := j.Close(); err != nil {
+		return fmt.Sprintf("%s: kept in %s, which does not close as a journal: %v", what, dst, err)
+	}
+	return fmt.Sprintf("%s: qctl inspect %s", what, dst)
 }

@@ -28,10 +28,17 @@
 //			w.Signal(id, "approved", nil)
 //			w.Advance(3 * time.Hour)
 //			if s := w.Workflow(id).Status; s != api.WorkflowCompleted {
-//				t.Fatalf("payment %s", s)
+//				w.T().Fatalf("payment %s", s) // the seed's subtest, not t
 //			}
 //		})
 //	}
+//
+// A scenario asserts through [World.T], the subtest of its seed (or
+// passes it to helpers that take a testing.TB): a failure there is the
+// seed's, reported as "Reproduction" describes, and [Run] stops at it. A
+// failure of the outer t during a seed is charged to the seed too, but
+// t.Fatalf there also ends the whole test, which the testing package
+// reports as a subtest calling FailNow on its parent.
 //
 // # Steps
 //
@@ -128,11 +135,18 @@
 //
 // # Reproduction
 //
-// With [WithT], a world logs its seed, and a failure reports the seed,
-// step, trace hash, the directory where the current filesystem and the
-// last crash image were copied ($QUIRE_SIM_OUT/quire-sim-0x<seed>, default
-// the OS temp directory; open it with qctl), and the command to rerun the
-// seed alone: QUIRE_SEED=0x... go test -run <Test> <pkg>. [Seeds] reads
+// With [WithT], a world logs its seed, and a failure, the world's own (an
+// oracle violation, an unexpected error) or the test's while the world
+// runs (an assertion through [World.T]), reports the seed, step, trace
+// hash, the journal images and the command to rerun the seed alone:
+// QUIRE_SEED=0x... go test -run <Test> <pkg>. The images are copied under
+// $QUIRE_SIM_OUT/quire-sim-0x<seed> (default the OS temp directory):
+// current/ is the journal at the failure with every write kept (what a
+// process killed there leaves on a disk that loses nothing), and
+// last-crash-image/ what the world's last crash left, which the engine
+// reopened on. Each is printed as the qctl command that inspects it
+// ("qctl inspect <dir>"), once it has opened read-only as a journal, or
+// with the reason there is none. [Seeds] reads
 // QUIRE_SEEDS=N (seed count per test, e.g. 10000 for a soak) and
 // QUIRE_SEED=S; -short divides the default count by 10. [Run] runs a
 // scenario per seed; [Check] is the determinism check (T9): three runs per

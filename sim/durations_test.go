@@ -50,7 +50,7 @@ func takes(w *sim.World, d time.Duration, mode sim.Mode) func(ctx context.Contex
 }
 
 // settlementOf returns the first settlement record of job id in recs.
-func settlementOf(t *testing.T, recs []record.Record, id string) (record.Record, record.Outcome) {
+func settlementOf(t testing.TB, recs []record.Record, id string) (record.Record, record.Outcome) {
 	t.Helper()
 	for _, r := range recs {
 		var o *record.Outcome
@@ -75,7 +75,7 @@ func settlementOf(t *testing.T, recs []record.Record, id string) (record.Record,
 // wantSettled checks job id's first settlement: its kind, code, reason,
 // the instants of the reason and of the settlement, and whether the
 // execution was joined.
-func wantSettled(t *testing.T, w *sim.World, origin time.Time, id string, kind record.Kind, code, reason string, reasonAt, at time.Duration, joined bool) {
+func wantSettled(t testing.TB, w *sim.World, origin time.Time, id string, kind record.Kind, code, reason string, reasonAt, at time.Duration, joined bool) {
 	t.Helper()
 	r, o := settlementOf(t, w.Records(), id)
 	if r.Kind() != kind || o.Code != code || o.Reason != reason || o.Joined != joined {
@@ -113,7 +113,7 @@ func shutdownAt(w *sim.World, origin time.Time) []string {
 
 // wantShutdown checks that the journal's shutdown records contain want, in
 // order (other records may come between).
-func wantShutdown(t *testing.T, w *sim.World, origin time.Time, want ...string) {
+func wantShutdown(t testing.TB, w *sim.World, origin time.Time, want ...string) {
 	t.Helper()
 	got := shutdownAt(w, origin)
 	i := 0
@@ -160,6 +160,7 @@ func TestDL21_DL22_CooperativeDeadlineTable(t *testing.T) {
 				opts = append(opts, sim.EngineOptions(func(o *api.Options) { o.ShutdownTimeout = row.root }))
 			}
 			sim.Run(t, 1, func(w *sim.World) {
+				t := w.T() // the seed's subtest
 				slowFirst(w, takes(w, time.Hour, sim.Ignore))
 				origin := sim.T0.Add(-row.s)
 				id := w.Enqueue("work", msg{}, api.DeliveryTimeout(row.t))
@@ -244,6 +245,7 @@ func TestDL22_DL23_ReturnAroundC(t *testing.T) {
 					opts = append(opts, sim.EngineOptions(func(o *api.Options) { o.ShutdownTimeout = r.root }))
 				}
 				sim.Run(t, 1, func(w *sim.World) {
+					t := w.T() // the seed's subtest
 					slowFirst(w, bh.act(w, r))
 					id := w.Enqueue("work", msg{}, api.DeliveryTimeout(r.t))
 					if r.forced {
@@ -280,7 +282,7 @@ func hooks(w *sim.World) api.JobOption {
 
 // wantWork checks the start and end of work key as [sim.World.Works]
 // reports them.
-func wantWork(t *testing.T, w *sim.World, origin time.Time, key string, start, end time.Duration) {
+func wantWork(t testing.TB, w *sim.World, origin time.Time, key string, start, end time.Duration) {
 	t.Helper()
 	for _, wk := range w.Works() {
 		if wk.Key == key {
@@ -301,6 +303,7 @@ func wantWork(t *testing.T, w *sim.World, origin time.Time, key string, start, e
 // DL-36).
 func TestDL34_WorkedExampleLocalTimeout(t *testing.T) {
 	sim.Run(t, 1, func(w *sim.World) {
+		t := w.T() // the seed's subtest
 		slowFirst(w, takes(w, time.Hour, sim.Ignore), hooks(w))
 		id := w.Enqueue("work", msg{}, api.DeliveryTimeout(30*time.Second))
 		w.AdvanceTo(sim.T0.Add(31 * time.Second))
@@ -324,6 +327,7 @@ func TestDL34_WorkedExampleLocalTimeout(t *testing.T) {
 // released, and the last second (29..30) is left to the shutdown.
 func TestDL34_WorkedExampleShutdownDeadline(t *testing.T) {
 	sim.Run(t, 1, func(w *sim.World) {
+		t := w.T() // the seed's subtest
 		slowFirst(w, takes(w, time.Hour, sim.Ignore), hooks(w))
 		id := w.Enqueue("work", msg{}, api.DeliveryTimeout(30*time.Second))
 		w.BeginShutdown()
@@ -346,6 +350,7 @@ func TestDL34_WorkedExampleShutdownDeadline(t *testing.T) {
 // Incomplete with the execution and its scope quarantined.
 func TestSD10_WorkedTimeline(t *testing.T) {
 	sim.Run(t, 1, func(w *sim.World) {
+		t := w.T() // the seed's subtest
 		slowFirst(w, takes(w, time.Hour, sim.Ignore), hooks(w))
 		id := w.Enqueue("work", msg{}, api.DeliveryTimeout(15*time.Minute))
 		err := w.Shutdown()
@@ -371,6 +376,7 @@ func TestSD10_WorkedTimeline(t *testing.T) {
 // the report is ForcedCompleted, published before Hr.
 func TestSD10_ReturnsWithinCleanup(t *testing.T) {
 	sim.Run(t, 1, func(w *sim.World) {
+		t := w.T() // the seed's subtest
 		slowFirst(w, takes(w, sec(28.5), sim.Ignore))
 		id := w.Enqueue("work", msg{}, api.DeliveryTimeout(15*time.Minute))
 		w.Shutdown()
@@ -391,6 +397,7 @@ func TestSD10_ReturnsWithinCleanup(t *testing.T) {
 // is max(min(5 + 2, 30), 6) = 7; the hard cutoff stays 30.
 func TestSD10_SecondSignalForcesAt5(t *testing.T) {
 	sim.Run(t, 1, func(w *sim.World) {
+		t := w.T() // the seed's subtest
 		slowFirst(w, takes(w, time.Hour, sim.Ignore))
 		id := w.Enqueue("work", msg{}, api.DeliveryTimeout(15*time.Minute))
 		w.BeginShutdown()

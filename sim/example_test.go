@@ -43,8 +43,9 @@ func registerPayment(w *sim.World) func(e *api.Engine) error {
 // crashes and a fake clock: for each seed, dispatch, crash, approve at a
 // seeded instant, crash again, and check the outcome. The oracle checks
 // every step (nothing acknowledged lost, no double settlement, the
-// deadline never early, live state = replay); a failing seed prints
-// QUIRE_SEED=... to rerun it.
+// deadline never early, live state = replay). The scenario asserts through
+// w.T(), the seed's subtest: a failing seed prints QUIRE_SEED=... to rerun
+// it and the qctl command that inspects its journal image.
 func TestPaymentWorkflow(t *testing.T) {
 	sim.Run(t, 20, func(w *sim.World) {
 		w.Register(registerPayment(w))
@@ -53,7 +54,7 @@ func TestPaymentWorkflow(t *testing.T) {
 		w.Crash()
 		w.Advance(time.Duration(w.Rand().IntN(180)) * time.Minute)
 		approveAt := w.Now().Sub(sim.T0)
-		w.Signal(id, "approved", nil) // refused once the workflow has failed
+		w.Signal(id, "approved", nil) // stored even once the workflow has failed (WF-19)
 		w.Crash()
 		w.Advance(3 * time.Hour)
 
@@ -61,16 +62,16 @@ func TestPaymentWorkflow(t *testing.T) {
 		switch {
 		case info.Status == api.WorkflowCompleted:
 			if approveAt > 2*time.Hour {
-				t.Fatalf("completed although approved after the 2 h deadline (at %v)", approveAt)
+				w.T().Fatalf("completed although approved after the 2 h deadline (at %v)", approveAt)
 			}
 		case info.Status == api.WorkflowFailed && info.Error == api.MessageDeadlineExceeded:
 			if approveAt < 2*time.Hour-time.Minute {
-				t.Fatalf("expired although approved in time (at %v)", approveAt)
+				w.T().Fatalf("expired although approved in time (at %v)", approveAt)
 			}
 		case info.Status == api.WorkflowFailed:
 			// authorize failed five times in a row: a valid outcome.
 		default:
-			t.Fatalf("payment %s is %s after 3 h", id, info.Status)
+			w.T().Fatalf("payment %s is %s after 3 h", id, info.Status)
 		}
 	})
 }

@@ -76,9 +76,7 @@ func (w *World) DiskFault(handler string, payload any) {
 		w.crashN++
 		w.kill() // fail-stopped: errors ignored
 		pct := []int{0, 100}[w.crashes.IntN(2)]
-		img := w.crashImage(pct)
-		w.image = img
-		w.fs = img
+		w.reopenOn(w.crashImage(pct))
 		w.open()
 	})
 }

@@ -40,13 +40,16 @@ func Seeds(tb testing.TB, def int) []uint64 {
 }
 
 // Run runs scenario once per seed of [Seeds](t, def), each in a subtest
-// named after its seed, on a world built with [WithT] and opts, and
-// finishes the world. It stops at the first failing seed.
+// named after its seed, on a world built with [WithT](subtest) and opts,
+// and finishes the world. It stops at the first failing seed. The
+// scenario asserts through [World.T], the seed's subtest; a failure of t
+// during a seed (an assertion on the outer t) is also charged to that
+// seed and reported with what reproduces it.
 func Run(t *testing.T, def int, scenario func(w *World), opts ...Option) {
 	t.Helper()
 	for _, seed := range Seeds(t, def) {
-		ok := t.Run(fmt.Sprintf("seed=0x%x", seed), func(t *testing.T) {
-			w := New(seed, append([]Option{WithT(t)}, opts...)...)
+		ok := t.Run(fmt.Sprintf("seed=0x%x", seed), func(st *testing.T) {
+			w := New(seed, append([]Option{WithT(st), under(t)}, opts...)...)
 			scenario(w)
 			w.Finish()
 		})
@@ -59,9 +62,11 @@ func Run(t *testing.T, def int, scenario func(w *World), opts ...Option) {
 // Check is the determinism check (T9, RL-8): it runs scenario three times
 // per seed, twice as is and once under GOMAXPROCS=1, and fails unless the
 // three traces are equal step by step and end in the same state digest.
-// A mismatch names the first divergent step.
+// A mismatch names the first divergent step. Failures are reported as
+// [Run] reports them.
 func Check(t *testing.T, def int, scenario func(w *World), opts ...Option) {
 	t.Helper()
+	outer := t
 	for _, seed := range Seeds(t, def) {
 		ok := t.Run(fmt.Sprintf("seed=0x%x", seed), func(t *testing.T) {
 			var runs [3]*World
@@ -70,7 +75,7 @@ func Check(t *testing.T, def int, scenario func(w *World), opts ...Option) {
 					prev := runtime.GOMAXPROCS(1)
 					defer runtime.GOMAXPROCS(prev)
 				}
-				w := New(seed, append([]Option{WithT(t)}, opts...)...)
+				w := New(seed, append([]Option{WithT(t), under(outer)}, opts...)...)
 				scenario(w)
 				w.Finish()
 				runs[i] = w

@@ -37,6 +37,7 @@ func TestT9_DeterminismWithDurations(t *testing.T) {
 // and the oracle audits it at every reopen.
 func TestSD26_ReportNeverChanges(t *testing.T) {
 	sim.Run(t, 3, func(w *sim.World) {
+		t := w.T() // the seed's subtest
 		slowFirst(w, takes(w, time.Hour, sim.Ignore))
 		w.Enqueue("work", msg{}, api.DeliveryTimeout(time.Minute))
 		w.Advance(time.Second)

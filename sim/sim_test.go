@@ -1,10 +1,12 @@
 package sim_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/quire-dev/quire/api"
 	"github.com/quire-dev/quire/sim"
 )
 
@@ -100,4 +102,27 @@ func TestT15_SlowDisk(t *testing.T) {
 			t.Fatalf("seed 0x%x: the slow disk changed the trace: %v", seed, err)
 		}
 	}
+}
+
+// TestSignalBeforeWait checks World.Signal's doc (WF-19): a signal sent
+// while the workflow has not reached its wait is accepted, stored, and
+// satisfies the wait when the workflow gets there.
+func TestSignalBeforeWait(t *testing.T) {
+	sim.Run(t, 3, func(w *sim.World) {
+		w.Register(func(e *api.Engine) error {
+			step := func(ctx context.Context, d *api.Delivery, s api.State) (api.State, error) { return s, nil }
+			return e.Register(api.NewWorkflow("early").Then("a", step).Delay(5*time.Minute).WaitForSignal("go").Then("b", step))
+		})
+		id := w.Dispatch("early", nil)
+		if err := w.Signal(id, "go", nil); err != nil {
+			w.T().Fatalf("early signal refused: %v", err)
+		}
+		if s := w.Workflow(id).Status; s == api.WorkflowWaitingSignal {
+			w.T().Fatalf("the workflow waits already; the signal is not early")
+		}
+		w.Advance(10 * time.Minute)
+		if s := w.Workflow(id).Status; s != api.WorkflowCompleted {
+			w.T().Fatalf("workflow %s after the delay, want completed: the early signal was not kept", s)
+		}
+	})
 }

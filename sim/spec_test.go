@@ -59,6 +59,7 @@ func TestWD12_Scenarios(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			sim.Run(t, 10, func(w *sim.World) {
+				t := w.T() // the seed's subtest
 				w.Register(wd12(c.a, c.delay, c.b))
 				id := w.Dispatch("wd12", api.State{})
 				for i := 0; i < 2; i++ {

@@ -41,9 +41,11 @@ func (w *World) Dispatch(name string, state api.State, opts ...api.DispatchOptio
 	return id
 }
 
-// Signal sends a signal to a workflow and returns the engine's answer (a
-// signal to a workflow that is not waiting for it is refused, which is not
-// a failure of the world).
+// Signal sends a signal to a workflow and returns the engine's answer
+// ([api.Engine.Signal], WF-19): the signal is stored whatever the
+// workflow's status, so one sent before its wait is reached satisfies it
+// later; an unknown, completed or cancelled workflow refuses it. A refusal
+// is not a failure of the world.
 func (w *World) Signal(id, name string, payload api.State) error {
 	var err error
 	w.step(fmt.Sprintf("signal %s %s", id, name), func() {
@@ -178,8 +180,7 @@ func (w *World) CrashWith(pct int) {
 		w.crashN++
 		img := w.crashImage(pct)
 		w.kill()
-		w.image = img
-		w.fs = img
+		w.reopenOn(img)
 		w.orc.crashed()
 		w.open()
 	})
@@ -193,6 +194,9 @@ func (w *World) CrashWith(pct int) {
 func (w *World) Finish() error {
 	if w.done {
 		return w.err
+	}
+	if w.cfg.tb != nil {
+		w.failedIn = !w.failedBefore && w.testFailed()
 	}
 	w.Run()
 	w.step("finish", func() {})

@@ -53,7 +53,10 @@ const (
 type Option func(*config)
 
 type config struct {
-	tb    testing.TB
+	tb testing.TB
+	// outer is the test that [Run] and [Check] run tb under: a scenario
+	// that asserts on it instead of on [World.T] fails it, not tb.
+	outer testing.TB
 	setup []func(*api.Engine) error
 	mod   []func(*api.Options)
 
@@ -62,10 +65,17 @@ type config struct {
 }
 
 // WithT reports the world's failures to tb: the first oracle violation or
-// unexpected error fails the test with the seed, the trace hash and the
-// rerun command, and the world is finished when the test ends. Without it,
+// unexpected error fails the test with the seed, the trace hash, the
+// journal images (see "Reproduction" in the package documentation) and
+// the rerun command, and the world is finished when the test ends. A
+// failure of tb itself while the world runs (an assertion through
+// [World.T]) is reported the same way when the test ends. Without WithT,
 // failures are collected and returned by [World.Err].
 func WithT(tb testing.TB) Option { return func(c *config) { c.tb = tb } }
+
+// under makes a world of [Run] or [Check] treat a failure of outer, the
+// test the seed's subtest runs under, as a failure of the seed.
+func under(outer testing.TB) Option { return func(c *config) { c.outer = outer } }
 
 // Setup adds f to the functions that register handlers and workflows on
 // every engine instance the world opens (the first and each one after a
@@ -107,8 +117,13 @@ type World struct {
 	crashes *rand.Rand
 	images  *rand.Rand
 	crashN  int
-	image   *vfs.MemFS // the last crash image, kept for failure artifacts
+	image   *vfs.MemFS // the last crash image, as the crash left it (the world runs on a copy)
+	imageN  int        // the step of the trace that crash is
 	stopped bool       // the engine was shut down and not reopened
+
+	// failedBefore: the test was already failed when the world was built;
+	// failedIn: it failed while the world ran (before Finish).
+	failedBefore, failedIn bool
 
 	act   *actors
 	stack []byte       // runtime.Stack buffer of the quiescence check
@@ -159,21 +174,56 @@ func New(seed uint64, opts ...Option) *World {
 	if tb := w.cfg.tb; tb != nil {
 		tb.Helper()
 		tb.Logf("sim: seed 0x%x", seed)
-		tb.Cleanup(func() {
-			if !w.done && !tb.Failed() {
-				w.Finish()
-			}
-			if w.eng != nil {
-				dead, cancel := context.WithCancel(context.Background())
-				cancel()
-				w.eng.Close(dead)
-				w.eng = nil
-			}
-			w.act.kill(-1, w.clk.Now())
-		})
+		w.failedBefore = w.testFailed()
+		tb.Cleanup(w.cleanup)
 	}
 	return w
 }
+
+// testFailed reports whether the world's test, or the test [Run] or
+// [Check] runs it under, has failed.
+func (w *World) testFailed() bool {
+	return w.cfg.tb.Failed() || w.cfg.outer != nil && w.cfg.outer.Failed()
+}
+
+// cleanup ends a [WithT] world when its test ends: it finishes the world
+// unless the test failed, reports a failure of the test during the world
+// (an assertion of the scenario's, which the world did not see) with what
+// reproduces it, and ends the engine and its parked work.
+func (w *World) cleanup() {
+	tb := w.cfg.tb
+	if !w.done {
+		failed := w.testFailed()
+		w.failedIn = !w.failedBefore && failed
+		if !failed {
+			w.Finish()
+		}
+	}
+	if w.failedIn && w.err == nil {
+		last := "none"
+		if n := len(w.steps); n > 0 {
+			last = fmt.Sprintf("%q", w.steps[n-1].What)
+		}
+		tb.Errorf("sim seed 0x%x, step %d (%s): the test failed (last step: %s)\n%s",
+			w.seed, len(w.steps), w.Now().Sub(T0), last, w.report())
+	}
+	if w.eng != nil {
+		dead, cancel := context.WithCancel(context.Background())
+		cancel()
+		w.eng.Close(dead)
+		w.eng = nil
+	}
+	w.act.kill(-1, w.clk.Now())
+}
+
+// T returns the test the world reports to (see [WithT]): under [Run] and
+// [Check], the subtest of the world's seed. Scenarios assert through it
+// (w.T().Fatalf, or helpers that take a testing.TB), so that a failure
+// is the seed's: it names the seed, keeps the journal images, prints the
+// rerun command and stops Run at that seed. As with any testing.TB,
+// FailNow and Fatalf must be called from the scenario's goroutine, not
+// from a handler. T returns nil for a world built without WithT.
+func (w *World) T() testing.TB { return w.cfg.tb }
 
 // Seed returns the world's seed.
 func (w *World) Seed() uint64 { return w.seed }
@@ -236,10 +286,15 @@ func (w *World) fail(format string, args ...any) {
 	w.err = fmt.Errorf("sim seed 0x%x, step %d (%s): %s", w.seed, len(w.steps), w.Now().Sub(T0), fmt.Sprintf(format, args...))
 	if tb := w.cfg.tb; tb != nil {
 		tb.Helper()
-		path := w.keepArtifacts()
-		tb.Fatalf("%v\ntrace hash %016x\njournal image kept in %s (inspect with qctl)\nrerun: QUIRE_SEED=0x%x go test -run '%s' <pkg>",
-			w.err, w.trace, path, w.seed, tb.Name())
+		tb.Fatalf("%v\n%s", w.err, w.report())
 	}
+}
+
+// report keeps the world's journal images and describes how to reproduce
+// its failure: the trace hash, where the images are, the rerun command.
+func (w *World) report() string {
+	return fmt.Sprintf("trace hash %016x\n%s\nrerun: QUIRE_SEED=0x%x go test -run '%s' <pkg>",
+		w.trace, w.keepArtifacts(), w.seed, w.cfg.tb.Name())
 }
 
 // Failed reports whether the world has failed; steps after a failure do

@@ -1,0 +1,139 @@
+package sim_test
+
+import (
+	"math"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/quire-dev/quire/clock/clocktest"
+	"github.com/quire-dev/quire/journal"
+	"github.com/quire-dev/quire/sim"
+)
+
+// reportChildEnv names the way TestReportChild fails, in the test binary
+// TestFailureReport re-executes.
+const reportChildEnv = "QUIRE_SIM_REPORT_CHILD"
+
+// TestReportChild fails every seed of a sim.Run the way $QUIRE_SIM_REPORT_CHILD
+// says, after a crash and an enqueue the crash image does not hold. It
+// runs only as TestFailureReport's child.
+func TestReportChild(t *testing.T) {
+	mode := os.Getenv(reportChildEnv)
+	if mode == "" {
+		t.Skip("run by TestFailureReport")
+	}
+	sim.Run(t, 3, func(w *sim.World) {
+		if mode == "before-open" {
+			w.T().Fatalf("deliberate failure before the first step")
+		}
+		register(w)
+		w.Dispatch("flow", nil)
+		w.Enqueue("work", msg{N: 1})
+		w.Advance(time.Minute)
+		w.CrashWith(100)
+		w.Enqueue("work", msg{N: 2}) // in the current image only
+		switch mode {
+		case "T.Fatalf":
+			w.T().Fatalf("deliberate failure")
+		case "T.Errorf":
+			w.T().Errorf("deliberate failure")
+		case "outer.Fatalf":
+			t.Fatalf("deliberate failure")
+		case "outer.Errorf":
+			t.Errorf("deliberate failure")
+		case "world":
+			w.Job("job_01KE3T5W2C8F0000000000000B") // unknown: the world fails
+		default:
+			t.Fatalf("unknown mode %q", mode)
+		}
+		w.Advance(time.Minute)
+	})
+}
+
+// TestFailureReport runs TestReportChild in a child process for each way
+// a scenario can fail (the documented w.T(), the outer t, the world
+// itself) and checks what the user gets: the failure charged to the first
+// seed only (Run stops there), the rerun command, and journal images at
+// the printed paths that open as journals, the current one holding the
+// enqueue the last crash image lacks. A failure before the engine opened
+// claims no image.
+func TestFailureReport(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed := strconv.FormatUint(sim.Seeds(t, 3)[0], 16) // the child's first seed: same environment
+	failed := regexp.MustCompile(`--- FAIL: TestReportChild/(seed=0x[0-9a-f]+)`)
+	current := regexp.MustCompile(`journal image at step \d+: qctl inspect (.+)`)
+	crashed := regexp.MustCompile(`journal image of the last crash \(step \d+\): qctl inspect (.+)`)
+	for _, mode := range []string{"T.Fatalf", "T.Errorf", "outer.Fatalf", "outer.Errorf", "world", "before-open"} {
+		t.Run(mode, func(t *testing.T) {
+			out := t.TempDir()
+			cmd := exec.Command(exe, "-test.run=^TestReportChild$", "-test.count=1")
+			cmd.Env = append(os.Environ(), reportChildEnv+"="+mode, "QUIRE_SIM_OUT="+out)
+			b, err := cmd.CombinedOutput()
+			text := string(b)
+			if err == nil {
+				t.Fatalf("the child passed:\n%s", text)
+			}
+			fails := failed.FindAllStringSubmatch(text, -1)
+			if want := "seed=0x" + seed; len(fails) != 1 || fails[0][1] != want {
+				t.Fatalf("failed subtests %q, want only %s:\n%s", fails, want, text)
+			}
+			rerun := "rerun: QUIRE_SEED=0x" + seed + " go test -run 'TestReportChild/seed=0x" + seed + "'"
+			if !strings.Contains(text, rerun) {
+				t.Fatalf("no %q in:\n%s", rerun, text)
+			}
+			if mode == "T.Fatalf" || mode == "T.Errorf" {
+				if strings.Contains(text, "FailNow on a parent") {
+					t.Fatalf("the documented pattern fails the parent:\n%s", text)
+				}
+			}
+			if mode == "before-open" {
+				if strings.Contains(text, "qctl inspect") || !strings.Contains(text, "journal image at step 0: none") {
+					t.Fatalf("an image is claimed although the engine never opened:\n%s", text)
+				}
+				return
+			}
+			cur, img := current.FindStringSubmatch(text), crashed.FindStringSubmatch(text)
+			if cur == nil || img == nil {
+				t.Fatalf("the report does not name both images:\n%s", text)
+			}
+			for _, dir := range []string{cur[1], img[1]} {
+				if !strings.HasPrefix(dir, out) {
+					t.Fatalf("image %s is not under QUIRE_SIM_OUT=%s", dir, out)
+				}
+			}
+			if nc, ni := countRecords(t, cur[1]), countRecords(t, img[1]); nc <= ni {
+				t.Fatalf("the current image holds %d records, the last crash image %d: want more:\n%s", nc, ni, text)
+			}
+		})
+	}
+}
+
+// countRecords opens dir read-only as qctl does and counts its records.
+func countRecords(t *testing.T, dir string) int {
+	t.Helper()
+	j, err := journal.Open(dir, journal.Options{FS: vfs.Default, Clock: clocktest.New(sim.T0), ReadOnly: true})
+	if err != nil {
+		t.Fatalf("the printed image %s does not open as a journal: %v", dir, err)
+	}
+	defer j.Close()
+	it := j.Scan(1, math.MaxUint64)
+	defer it.Close()
+	n := 0
+	for it.Next() {
+		n++
+	}
+	if err := it.Err(); err != nil {
+		t.Fatalf("scan %s: %v", dir, err)
+	}
+	return n
+}
