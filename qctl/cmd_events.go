@@ -93,6 +93,9 @@ func (c *eventsCmd) filter() (*eventFilter, error) {
 	if c.To != 0 && c.From > c.To {
 		return nil, usageErr("--from %d is after --to %d", c.From, c.To)
 	}
+	if c.Since != "" && f.hasUntil && f.since > f.until {
+		return nil, usageErr("--since %s is after --until %s", c.Since, c.Until)
+	}
 	return f, nil
 }
 
@@ -106,15 +109,23 @@ type eventPrinter struct {
 	header  bool
 }
 
+// head prints the header of the human listing once, even when no record
+// matches, as the other listings do.
+func (p *eventPrinter) head() error {
+	if p.json || p.header {
+		return nil
+	}
+	p.header = true
+	_, err := fmt.Fprintf(p.w, "%*s  %-24s  %-30s  %-26s  %s\n", p.seqW, "SEQ", "AT", "STREAM", "KIND", "DETAIL")
+	return err
+}
+
 func (p *eventPrinter) print(r record.Record) error {
 	if p.json {
 		return emit(p.w, recordJSON(r))
 	}
-	if !p.header {
-		p.header = true
-		if _, err := fmt.Fprintf(p.w, "%*s  %-24s  %-30s  %-26s  %s\n", p.seqW, "SEQ", "AT", "STREAM", "KIND", "DETAIL"); err != nil {
-			return err
-		}
+	if err := p.head(); err != nil {
+		return err
 	}
 	line := kindLine(r, recordOpts{tf: fmtTime, stream: r.Stream})
 	_, err := fmt.Fprintf(p.w, "%*d  %-24s  %-30s  %-26s  %s\n", p.seqW, r.Seq, fmtTime(r.At), r.Stream, r.Kind(), line)
@@ -133,36 +144,46 @@ func (c *eventsCmd) Run(x *runCtx) error {
 		return usageErr("--follow and --to exclude each other")
 	}
 	p := &eventPrinter{w: x.env.Stdout, json: x.json}
-	from := max(c.From, 1)
+	next := max(c.From, 1)
 	to := c.To
 	if to == 0 {
 		to = math.MaxUint64
 	}
-	next, err := c.once(x, flt, p, from, to)
-	if err != nil || !c.Follow {
-		return err
-	}
+	// Without --follow: one pass. With it: a pass per poll, the first one
+	// included, and a directory an engine holds is waited out, on the
+	// first open as on later ones.
 	warned := false
-	for c.Limit == 0 || p.printed < c.Limit {
-		if err := x.env.WaitFunc(x.ctx); err != nil {
-			return nil // interrupted: a normal end of --follow
+	for polled := false; c.Limit == 0 || p.printed < c.Limit; polled = true {
+		if polled {
+			if err := x.env.WaitFunc(x.ctx); err != nil {
+				return nil // interrupted: a normal end of --follow
+			}
 		}
 		n, err := c.once(x, flt, p, next, to)
-		var ee *exitError
-		if errors.As(err, &ee) && strings.Contains(ee.msg, "in use by a running engine") {
+		if c.Follow && isLocked(err) {
 			if !warned {
-				fmt.Fprintf(x.env.Stderr, "qctl: %s; waiting for it to stop\n", ee.msg)
+				fmt.Fprintf(x.env.Stderr, "qctl: %s; waiting for it to stop\n", err)
 				warned = true
 			}
 			continue
 		}
-		if err != nil {
+		if err == nil {
+			err = p.head()
+		}
+		if err != nil || !c.Follow {
 			return err
 		}
 		warned = false
 		next = n
 	}
 	return nil
+}
+
+// isLocked reports whether err is openJournal's refusal of a directory a
+// running engine holds.
+func isLocked(err error) bool {
+	var ee *exitError
+	return errors.As(err, &ee) && ee.cause != nil && isLockError(ee.cause)
 }
 
 // once opens the journal, prints the matching records from..to, closes

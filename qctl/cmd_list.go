@@ -20,7 +20,9 @@ type jobsCmd struct {
 func (c *jobsCmd) Help() string {
 	return `Lists jobs in enqueue order (JB-2) with status, queue, handler, priority, attempts
 consumed of the maximum, when a pending job becomes available, its workflow and
-step if it is a step job, and its last error. Completed jobs come from the log.
+step if it is a step job (wf_...#2: step 2, counting from 1), and its last error.
+Completed jobs come from the log. In JSON, "step" and "step_index" are the journal's
+0-based step index.
 
 Examples:
   qctl -d data/journal jobs --status buried
@@ -92,7 +94,9 @@ type workflowsCmd struct {
 
 func (c *workflowsCmd) Help() string {
 	return `Lists workflows in dispatch order with status, current step, start, deadline_at and
-the time remaining before it, and the error of a failed one.
+the time remaining before it, and the error of a failed one. STEP counts from 1 (2/3:
+the second of three steps; done: all completed). In JSON, "step" and "step_index" are
+the journal's 0-based step index and "steps" the count.
 
 Examples:
   qctl -d data/journal workflows --status waiting_for_signal

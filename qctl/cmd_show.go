@@ -20,7 +20,9 @@ func (c *showCmd) Help() string {
 	return `Prints one workflow or job: its status, the attempts with their budgets (S, P, H),
 cancellation reason and disposition, waits, deadline_at and the time remaining or
 overdue, the error if it failed, why it is not progressing if it is stuck, and its
-timeline, one line per record, with times relative to dispatch.
+timeline, one line per record, with times relative to dispatch. Steps count from 1
+("step 2 of 3"); JSON's "step" and "step_index", and the timeline's record fields, keep
+the journal's 0-based index.
 
 Examples:
   qctl -d data/journal show job_01KE3T5W2C8F0000000000000B
@@ -143,15 +145,12 @@ func (a *attempt) cells(base int64, withJob bool) []string {
 	if reason != "" && a.ReasonAt != 0 {
 		reason += " at " + fmtRel(a.ReasonAt, base)
 	}
-	errText := a.Error
-	if a.Code != "" {
-		errText = strings.TrimSuffix(a.Code+": "+a.Error, ": ")
-	}
-	if a.Class != "" && errText != "" {
-		errText += " (" + a.Class + ")"
+	text := errText(a.Code, a.Error)
+	if a.Class != "" && text != "" {
+		text += " (" + a.Class + ")"
 	}
 	cells := []string{fmt.Sprint(a.N), fmt.Sprint(a.Token), fmtRel(a.S, base), fmtRel(a.P, base), fmtRel(a.H, base),
-		fmtDur(time.Duration(a.H - a.S)), a.Disposition, settled, reason, truncate(errText, 64)}
+		fmtDur(time.Duration(a.H - a.S)), a.Disposition, settled, reason, truncate(text, 64)}
 	if withJob {
 		cells = append([]string{a.Job}, cells...)
 	}
@@ -354,9 +353,9 @@ func (v *showView) job() error {
 		"priority", fmt.Sprint(row.Priority),
 	}
 	if row.WorkflowID != "" {
-		wf := fmt.Sprintf("%s step %d", row.WorkflowID, row.Step)
+		wf := fmt.Sprintf("%s step %d", row.WorkflowID, row.Step+1)
 		if v.wf != nil {
-			wf += fmt.Sprintf(" (%s, %s)", v.wf.Name, v.wf.Status)
+			wf = fmt.Sprintf("%s step %s (%s, %s)", row.WorkflowID, stepText(row.Step, v.wf.Steps, " of "), v.wf.Name, v.wf.Status)
 		}
 		pairs = append(pairs, "workflow", wf)
 	}
@@ -404,7 +403,19 @@ func (v *showView) jobStuck(job *replay.Job, atts []*attempt) []string {
 	var out []string
 	switch job.Status {
 	case replay.JobBuried:
-		out = append(out, "buried: nothing runs it until it is retried (Retry requeues it, JB-7)")
+		switch {
+		case job.WorkflowID == "" || (v.wf != nil && v.wf.Status == replay.WorkflowRunning):
+			out = append(out, "buried: nothing runs it until it is retried (Retry requeues it, JB-7)")
+		case v.wf != nil && v.wf.Status == replay.WorkflowFailed:
+			// Retry refuses a step job of a workflow that is not running.
+			out = append(out, fmt.Sprintf("buried: its workflow %s failed; retry the workflow (RetryWorkflow %s re-enters this step, WF-18): Retry refuses a step job while its workflow is not running", job.WorkflowID, job.WorkflowID))
+		default:
+			status := "gone"
+			if v.wf != nil {
+				status = v.wf.Status.String()
+			}
+			out = append(out, fmt.Sprintf("buried: a step of workflow %s, which is %s; Retry requeues a step job only while its workflow is running (JB-7)", job.WorkflowID, status))
+		}
 	case replay.JobProcessing:
 		s := fmt.Sprintf("attempt %d running since %s; delivery cutoff P %s, hard cutoff H %s",
 			job.Attempts, fmtTime(job.StartAt), until(job.NormalAt, v.now), until(job.HardAt, v.now))
@@ -495,10 +506,10 @@ func (v *showView) workflow() error {
 	case replay.WorkflowPaused:
 		stuck = append(stuck, "paused: its step jobs do not start until Resume (WF-15, WF-16)")
 	case replay.WorkflowFailed:
-		stuck = append(stuck, "failed: nothing runs until Retry (WF-18; deadline_at stays)")
+		stuck = append(stuck, fmt.Sprintf("failed: nothing runs until RetryWorkflow %s (WF-18; deadline_at stays)", w.ID))
 	case replay.WorkflowRunning:
 		if w.DelayAt != 0 {
-			stuck = append(stuck, fmt.Sprintf("timer: Delay step %d fires at %s (%s)", w.Step, fmtTime(w.DelayAt), until(w.DelayAt, v.now)))
+			stuck = append(stuck, fmt.Sprintf("timer: Delay step %s fires at %s (%s)", stepText(w.Step, w.Steps, " of "), fmtTime(w.DelayAt), until(w.DelayAt, v.now)))
 		}
 		for _, s := range steps {
 			job := v.st.Jobs[s.row.ID]
@@ -564,7 +575,7 @@ func (v *showView) workflow() error {
 		"workflow", w.ID,
 		"name", w.Name,
 		"status", w.Status.String(),
-		"step", fmt.Sprintf("%d of %d", w.Step, w.Steps),
+		"step", stepText(w.Step, w.Steps, " of "),
 		"dispatched", fmtTime(w.StartedAt),
 		"deadline_at", dl,
 	}
@@ -594,7 +605,7 @@ func (v *showView) workflow() error {
 		fmt.Fprintln(v.out())
 		t := newTable(v.out(), "STEP JOB", "STEP", "BRANCH", "HANDLER", "STATUS", "ATTEMPTS", "ERROR")
 		for _, s := range steps {
-			t.row(s.row.ID, fmt.Sprint(s.enq.Step), fmt.Sprint(s.enq.Branch), s.row.Handler, s.row.Status,
+			t.row(s.row.ID, fmt.Sprint(s.enq.Step+1), fmt.Sprint(s.enq.Branch), s.row.Handler, s.row.Status,
 				fmt.Sprintf("%d/%d", s.row.Consumed, s.row.MaxAttempts), truncate(s.row.errorText(), 40))
 		}
 		if err := t.flush(); err != nil {

@@ -12,8 +12,8 @@ import (
 )
 
 type stateCmd struct {
-	Path string `arg:"" optional:"" name:"dir" placeholder:"DIR" help:"Journal directory (default: --dir)."`
-	At   uint64 `placeholder:"SEQ" help:"Fold records 1..SEQ (default: the last seq)."`
+	Path string  `arg:"" optional:"" name:"dir" placeholder:"DIR" help:"Journal directory (default: --dir)."`
+	At   *uint64 `placeholder:"SEQ" help:"Fold records 1..SEQ, SEQ >= 1 (default: the last seq)."`
 }
 
 func (c *stateCmd) Help() string {
@@ -27,15 +27,18 @@ Examples:
 }
 
 func (c *stateCmd) Run(x *runCtx) error {
+	if c.At != nil && *c.At == 0 {
+		return usageErr("--at 0: seqs start at 1 (leave --at out for the last seq)")
+	}
 	j, err := x.openJournal(x.pick(c.Path))
 	if err != nil {
 		return err
 	}
 	defer j.Close()
 	last := j.LastSeq()
-	at := c.At
-	if at == 0 {
-		at = last
+	at := last
+	if c.At != nil {
+		at = *c.At
 	}
 	if at > last {
 		return findingErr("%s ends at seq %d; there is no seq %d", j.Dir(), last, at)

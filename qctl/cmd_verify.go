@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"path/filepath"
 	"strings"
 
 	"github.com/quire-dev/quire/journal"
@@ -21,9 +22,23 @@ func (c *verifyCmd) Help() string {
 chain; seq continuity; append times never going back; the per-stream index both ways;
 the snapshots (their checks, and that each equals the replay of the log up to its seq);
 the terminal index (each completed job's summary agrees with replay); and a full replay
-(every record is a transition replay accepts). Every problem names its seq and stream.
-Exit code 0 only when every check holds, 1 when one does not, 2 when the directory
-cannot be read at all.
+(every record is a transition replay accepts). Every problem names its seq and stream
+where the journal can tell. Damage found in a file (a table block that fails Pebble's
+checksum, a damaged WAL) names the file instead and stops verify: the checks it cut short
+read "incomplete", or "not run" when the journal could not be opened.
+
+What verify cannot see: records lost from the end of the log. A WAL that was truncated or
+deleted leaves a shorter journal that is still a gap-free prefix, exactly what a crash
+before those records were synced leaves, so verify passes on it; only a copy made
+earlier (a checkpoint, a backup) can show what is missing. The same holds for damage to
+the last record of the newest WAL, which reads as a torn write and is dropped.
+
+Exit code 0 only when every check holds, 1 when one does not (damage included), 2 when
+the directory cannot be opened at all.
+
+With --json, each problem is a line {"type":"problem",...} (with "file" when it names
+one), then one {"type":"verify",...} line whose "checks" maps each check to true (it
+ran and holds), false (it found a problem) or null (it did not run or did not finish).
 
 Examples:
   qctl verify data/journal
@@ -46,8 +61,9 @@ var checkOrder = []string{checkRecords, checkChain, checkContinuity, checkTimeOr
 
 type problem struct {
 	Check  string
-	Seq    uint64
+	Seq    uint64 // 0: no record to name (damage in a file, a malformed key)
 	Stream string
+	File   string // the damaged file, when Pebble names one
 	Reason string
 }
 
@@ -79,6 +95,7 @@ type verifier struct {
 	replayStop    string          // why replay stopped before the end, if it did
 	indexChecked  int64           // terminal-index entries checked against replay
 	snapsCompared int             // snapshots compared with replay
+	stopped       bool            // damage stopped the passes: checks without a problem are incomplete
 }
 
 func (v *verifier) add(p problem) {
@@ -97,7 +114,11 @@ func (c *verifyCmd) Run(x *runCtx) error {
 		if errors.As(err, &ce) {
 			// Damage found at open (a WAL or table Pebble refuses): a
 			// finding, not a usage error.
-			return x.verifyReport(dir, &verifier{problems: []problem{{Check: checkRecords, Seq: ce.Seq, Stream: ce.Stream, Reason: openDamage(ce)}}})
+			p := problem{Check: checkRecords, Seq: ce.Seq, Stream: ce.Stream, Reason: openDamage(ce)}
+			if ce.File != "" {
+				p = damageProblem(ce, "the journal cannot be opened, so no other check ran")
+			}
+			return x.verifyReport(dir, &verifier{problems: []problem{p}})
 		}
 		return err
 	}
@@ -114,13 +135,22 @@ func (c *verifyCmd) Run(x *runCtx) error {
 		done <- verified{rep, err}
 	}()
 	v := &verifier{}
-	res, err := c.replayPass(x, j, v)
+	res, rerr := c.replayPass(x, j, v)
 	jv := <-done
-	if err != nil {
-		return err
+	jerr := jv.err
+	if passFinished(jv.rep, jerr) {
+		jerr = nil
 	}
-	if jv.err != nil && jv.rep.OK() {
-		return readError(j, jv.err)
+	if jerr != nil || rerr != nil {
+		// A pass could not finish. Damage Pebble found in a file is a
+		// finding; anything else means the journal cannot be read.
+		if ce := readDamage(j, jerr, rerr); ce != nil {
+			return x.verifyReport(j.Dir(), &verifier{stopped: true, problems: []problem{damageProblem(ce, "verify stopped there")}})
+		}
+		if rerr != nil {
+			return readError(j, rerr)
+		}
+		return readError(j, jerr)
 	}
 	// Problems in check order: the journal's first, then replay's.
 	out := &verifier{dropped: jv.rep.Dropped + v.dropped, rep: &jv.rep,
@@ -137,9 +167,112 @@ func (c *verifyCmd) Run(x *runCtx) error {
 	return x.verifyReport(j.Dir(), out)
 }
 
+// passFinished reports whether journal.Verify's err only restates the
+// first problem of rep, that is, whether its pass ran to the end.
+func passFinished(rep journal.Report, err error) bool {
+	if err == nil {
+		return true
+	}
+	var ce *journal.CorruptError
+	if rep.OK() || errors.Is(err, journal.ErrFailStop) || !errors.As(err, &ce) || ce.Err != nil || ce.File != "" {
+		return false
+	}
+	if len(rep.Problems) == 0 {
+		return true // every problem was dropped past ProblemsMax
+	}
+	p := rep.Problems[0]
+	return ce.Seq == p.Seq && ce.Reason == p.Reason
+}
+
+// readDamage returns the damage that stopped a pass, or nil if errs are
+// not damage. Pebble fail-stops the journal on the first damaged block it
+// meets, so the two passes, which race to it, fail with different errors
+// (the damage itself, or the fail-stop); the fail-stop's cause, the first
+// damage met, is preferred, and the report is built only from what every
+// form carries (file, Pebble's first line, the file's first seq).
+func readDamage(j *journal.Journal, errs ...error) *journal.CorruptError {
+	var ce *journal.CorruptError
+	if errors.As(j.FailStopped(), &ce) {
+		return ce
+	}
+	for _, err := range errs {
+		if err != nil && errors.As(err, &ce) {
+			return ce
+		}
+	}
+	return nil
+}
+
+// isFileDamage reports whether err from a read is damage Pebble found
+// (in a file, or the fail-stop it caused) rather than a record check
+// failure, which names its seq.
+func isFileDamage(err error) bool {
+	var ce *journal.CorruptError
+	return errors.Is(err, journal.ErrFailStop) || (errors.As(err, &ce) && (ce.File != "" || ce.Seq == 0))
+}
+
+// damageProblem is the problem of damage found in a file: a block whose
+// checksum Pebble refuses, or a WAL the journal refuses at open; then says
+// what verify did about it.
+func damageProblem(ce *journal.CorruptError, then string) problem {
+	p := problem{Check: checkRecords, File: fileName(ce.File), Reason: damageText(ce) + "; " + then}
+	if ce.Err != nil {
+		p.Reason += "; restore the journal from a checkpoint or backup"
+	}
+	return p
+}
+
+// damageText describes damage found in a file. Pebble's bounds are those
+// of the whole file, not of the damaged block, so no record is named: the
+// file's first seq says where its keys start.
+func damageText(ce *journal.CorruptError) string {
+	file := fileName(ce.File)
+	name := "a file"
+	if file != "" {
+		name = "file " + file
+	}
+	if ce.Err == nil {
+		return name + ": " + ce.Reason
+	}
+	// Pebble joins a multi-line carrier of machine-readable details to
+	// its message; the first line is the part meant for people, and its
+	// "pebble: file N:" prefix repeats the file.
+	detail := firstLine(ce.Err)
+	detail = strings.TrimPrefix(detail, "pebble: file "+strings.TrimSuffix(file, filepath.Ext(file))+": ")
+	s := name + " is damaged: " + detail
+	if ce.Seq != 0 {
+		s += fmt.Sprintf(" (the file's keys start at seq %d)", ce.Seq)
+	}
+	return s
+}
+
+// corruptText is the message of a corruption error outside verify.
+func corruptText(err error) string {
+	var ce *journal.CorruptError
+	if errors.As(err, &ce) && ce.File != "" {
+		return damageText(ce)
+	}
+	return firstLine(err)
+}
+
+// firstLine is err's message up to its first line break.
+func firstLine(err error) string {
+	s, _, _ := strings.Cut(err.Error(), "\n")
+	return s
+}
+
+// fileName is path's last element, "" for "".
+func fileName(path string) string {
+	if path == "" {
+		return ""
+	}
+	return filepath.Base(path)
+}
+
 // replayPass checks the snapshots, replays the whole log and checks the
 // terminal index against it, adding problems to v. It returns its counts
-// in a verifier; an error means the pass could not run.
+// in a verifier; an error (as the journal returned it) means the pass
+// could not finish.
 func (c *verifyCmd) replayPass(x *runCtx, j *journal.Journal, v *verifier) (*verifier, error) {
 	res := &verifier{}
 
@@ -164,7 +297,7 @@ func (c *verifyCmd) replayPass(x *runCtx, j *journal.Journal, v *verifier) (*ver
 	serr := snaps.Err()
 	snaps.Close()
 	if serr != nil {
-		return nil, readError(j, serr)
+		return nil, serr
 	}
 
 	// Replay: every record is a transition replay accepts; each completed
@@ -215,12 +348,12 @@ func (c *verifyCmd) replayPass(x *runCtx, j *journal.Journal, v *verifier) (*ver
 	p.done()
 	if err := it.Err(); err != nil {
 		var ce *journal.CorruptError
-		if errors.As(err, &ce) {
+		if errors.As(err, &ce) && !isFileDamage(err) {
 			v.add(problem{Check: checkRecords, Seq: ce.Seq, Stream: ce.Stream, Reason: ce.Reason})
 			res.replayStop = fmt.Sprintf("seq %d cannot be read; replay stopped there", ce.Seq)
 		} else {
 			it.Close()
-			return nil, readError(j, err)
+			return nil, err
 		}
 	}
 	it.Close()
@@ -354,6 +487,9 @@ func (x *runCtx) verifyReport(dir string, v *verifier) error {
 		if n := failed[check]; n > 0 {
 			return fmt.Sprintf("FAIL (%d)", n)
 		}
+		if v.stopped {
+			return "incomplete (stopped by the damaged file)"
+		}
 		if rep == nil {
 			return "not run"
 		}
@@ -372,16 +508,31 @@ func (x *runCtx) verifyReport(dir string, v *verifier) error {
 		}
 		return "ok"
 	}
+	// held is a check's JSON verdict: true, false, or nil when it did not
+	// run or did not finish (text: "not run", "incomplete").
+	held := func(check string) any {
+		switch {
+		case failed[check] > 0:
+			return false
+		case rep == nil || (check == checkReplay && v.replayStop != ""):
+			return nil
+		}
+		return true
+	}
 	out := x.env.Stdout
 	if x.json {
 		for _, p := range v.problems {
-			if err := emit(out, object{{"type", "problem"}, {"check", p.Check}, {"seq", p.Seq}, {"stream", p.Stream}, {"reason", p.Reason}}); err != nil {
+			o := object{{"type", "problem"}, {"check", p.Check}, {"seq", p.Seq}, {"stream", p.Stream}}
+			if p.File != "" {
+				o = append(o, member{"file", p.File})
+			}
+			if err := emit(out, append(o, member{"reason", p.Reason})); err != nil {
 				return err
 			}
 		}
 		checks := object{}
 		for _, c := range checkOrder {
-			checks = append(checks, member{strings.ReplaceAll(c, " ", "_"), failed[c] == 0 && rep != nil})
+			checks = append(checks, member{strings.ReplaceAll(c, " ", "_"), held(c)})
 		}
 		o := object{{"type", "verify"}, {"dir", dir}, {"ok", ok}, {"problems", len(v.problems) + v.dropped}}
 		if rep != nil {
@@ -417,7 +568,11 @@ func (x *runCtx) verifyReport(dir string, v *verifier) error {
 			fmt.Fprintln(out)
 			t := newTable(out, "CHECK", "SEQ", "STREAM", "PROBLEM")
 			for _, p := range v.problems {
-				t.row(p.Check, fmt.Sprint(p.Seq), p.Stream, p.Reason)
+				seq := ""
+				if p.Seq != 0 {
+					seq = fmt.Sprint(p.Seq)
+				}
+				t.row(p.Check, seq, p.Stream, p.Reason)
 			}
 			if err := t.flush(); err != nil {
 				return err

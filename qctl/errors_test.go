@@ -179,15 +179,23 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"-d", fixtureDir, "events", "--kind", "job_done"}, `--kind "job_done" is not a record kind`},
 		{[]string{"-d", fixtureDir, "events", "--since", "yesterday"}, "--since"},
 		{[]string{"-d", fixtureDir, "events", "--from", "9", "--to", "3"}, "--from 9 is after --to 3"},
+		{[]string{"-d", fixtureDir, "events", "--since", "2026-01-05T11:00:00Z", "--until", "2026-01-05T10:00:00Z"}, "--since 2026-01-05T11:00:00Z is after --until 2026-01-05T10:00:00Z"},
+		{[]string{"-d", "", "jobs"}, "no journal directory: -d (or $QUIRE_DIR) is empty"},
+		{[]string{"-d", "", "verify"}, "no journal directory: -d (or $QUIRE_DIR) is empty"},
 		{[]string{"-d", fixtureDir, "events", "--follow"}, "--follow is not available"},
 		{[]string{"--now", "noon", "-d", fixtureDir, "timers"}, "--now"},
 		{[]string{"-d", fixtureDir, "show"}, `expected "<id>"`},
 		{[]string{"-d", fixtureDir, "show", strings.Repeat("x", 200)}, "is not a job or workflow id"},
 		{[]string{"state", fixtureDir, "--at", "x"}, "--at"},
+		{[]string{"state", fixtureDir, "--at", "0"}, "--at 0: seqs start at 1"},
 	}
 	for _, c := range cases {
 		wantExit(t, fs, qctl.ExitUsage, c.says, c.args...)
 	}
+	// The edges of those checks are not errors: an empty time window, and
+	// the first seq.
+	wantExit(t, fs, qctl.ExitOK, "", "-d", fixtureDir, "events", "--since", "2026-01-05T10:00:00Z", "--until", "2026-01-05T10:00:00Z")
+	wantExit(t, fs, qctl.ExitOK, "", "state", fixtureDir, "--at", "1")
 }
 
 // TestEmptyJournal: a journal with no record yet reads as empty, not as

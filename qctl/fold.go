@@ -157,7 +157,7 @@ func (x *runCtx) scan(j *journal.Journal, label string, from, to uint64, fn func
 // readError is the message of a journal read that failed.
 func readError(j *journal.Journal, err error) error {
 	if errors.Is(err, journal.ErrCorrupt) {
-		return usageErr("%s is corrupt: %v (qctl verify %s lists every problem)", j.Dir(), err, j.Dir())
+		return usageErr("%s is corrupt: %s (qctl verify %s lists every problem)", j.Dir(), corruptText(err), j.Dir())
 	}
 	if errors.Is(err, record.ErrNewerVersion) {
 		return usageErr("%s holds records of a newer version of quire: %v", j.Dir(), err)

@@ -108,3 +108,53 @@ func TestProgress(t *testing.T) {
 		t.Fatalf("exit %d; a scan under a second printed progress %q", code, progress.String())
 	}
 }
+
+// TestEventsFollowWaitsAtFirst: --follow on a directory an engine holds
+// when it starts waits it out as later polls do: it warns once, polls,
+// and prints once the engine let go. Without --follow a locked directory
+// is still exit 2.
+func TestEventsFollowWaitsAtFirst(t *testing.T) {
+	t.Parallel()
+	fs := fixture(t)
+	held, err := journal.Open(fixtureDir, journal.Options{FS: fs, Clock: clocktest.New(t0.Add(3 * time.Hour))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantExit(t, fs, qctl.ExitUsage, "in use by a running engine", "-d", fixtureDir, "events", "--kind", "debug")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	polls := 0
+	var out, errb bytes.Buffer
+	env := qctl.Env{Stdout: &out, Stderr: &errb, FS: fs, Now: fixtureNow, WaitFunc: func(ctx context.Context) error {
+		polls++
+		switch polls {
+		case 1:
+			if out.Len() != 0 || !strings.Contains(errb.String(), "in use by a running engine") || !strings.HasSuffix(errb.String(), "; waiting for it to stop\n") {
+				t.Errorf("before the first poll: stdout %q, stderr %q", out.String(), errb.String())
+			}
+		case 2:
+			if _, err := held.Append(context.Background(), rec(engine, &record.Debug{Subject: "follow", Code: "HELD"})); err != nil {
+				t.Fatal(err)
+			}
+			if err := held.Close(); err != nil {
+				t.Fatal(err)
+			}
+		default:
+			cancel()
+			return ctx.Err()
+		}
+		return nil
+	}}
+	code := qctl.Main(ctx, []string{"-d", fixtureDir, "events", "--follow", "--kind", "debug"}, env)
+	if code != qctl.ExitOK {
+		t.Fatalf("exit %d, stderr %s", code, errb.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "SEQ") || !strings.Contains(lines[1], "DEADLINE_HANDLER_FAILED") ||
+		!strings.Contains(lines[2], " 67 ") || !strings.Contains(lines[2], "HELD") {
+		t.Fatalf("follow printed:\n%s", out.String())
+	}
+	if n := strings.Count(errb.String(), "in use by a running engine"); n != 1 {
+		t.Fatalf("stderr warned %d times about the lock: %q", n, errb.String())
+	}
+}

@@ -3,8 +3,6 @@ package qctl
 import (
 	"errors"
 	iofs "io/fs"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/quire-dev/quire/clock"
@@ -20,6 +18,9 @@ const recordBytesMaxRead = 64 << 20
 // openJournal opens dir read-only. Every failure is an *exitError with
 // ExitUsage whose message says what the directory is and what to do.
 func (x *runCtx) openJournal(dir string) (*journal.Journal, error) {
+	if dir == "" {
+		return nil, usageErr("no journal directory: -d (or $QUIRE_DIR) is empty; give the directory as DIR or with -d DIR")
+	}
 	fs := x.env.FS
 	st, err := fs.Stat(dir)
 	switch {
@@ -56,18 +57,14 @@ func openError(dir string, err error) error {
 	case errors.Is(err, record.ErrNewerVersion):
 		return usageErr("%s was written by a newer version of quire; use a qctl of that version: %v", dir, err)
 	case errors.Is(err, journal.ErrCorrupt):
-		return usageErr("%s is corrupt: %v (qctl verify %s lists every problem)", dir, err, dir)
+		return usageErr("%s is corrupt: %s (qctl verify %s lists every problem)", dir, corruptText(err), dir)
 	}
 	return usageErr("cannot open %s: %v", dir, err)
 }
 
-// isLockError reports whether err is Pebble failing to take the directory
-// lock: EAGAIN or EACCES from another process's lock, or Pebble's own
-// message when this process holds it.
-func isLockError(err error) bool {
-	return errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EACCES) ||
-		strings.Contains(err.Error(), "lock held by current process")
-}
+// isLockError reports whether err is journal.Open finding the directory
+// locked by another open journal (an engine, or another qctl).
+func isLockError(err error) bool { return errors.Is(err, journal.ErrLocked) }
 
 // stoppedClock satisfies journal.Options.Clock for read-only opens, which
 // never stamp a record. qctl never reads the wall clock (Env.Now).

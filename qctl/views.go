@@ -52,14 +52,25 @@ func completedRow(j *replay.Job, r record.Record) jobRow {
 	return row
 }
 
-func (r jobRow) errorText() string {
-	switch {
-	case r.LastCode != "" && r.LastError != "":
-		return r.LastCode + ": " + r.LastError
-	case r.LastCode != "":
-		return r.LastCode
+func (r jobRow) errorText() string { return errText(r.LastCode, r.LastError) }
+
+// errText joins an error code and its message for people, showing the
+// code once: a message recorded as a handler error's Error() ("permanent
+// CODE: message") carries the code already. JSON keeps both as recorded.
+func errText(code, msg string) string {
+	if code == "" {
+		return msg
 	}
-	return r.LastError
+	for _, class := range []string{"permanent ", "retryable ", ""} {
+		if rest, ok := strings.CutPrefix(msg, class+code); ok && (rest == "" || strings.HasPrefix(rest, ": ")) {
+			msg = strings.TrimPrefix(rest, ": ")
+			break
+		}
+	}
+	if msg == "" {
+		return code
+	}
+	return code + ": " + msg
 }
 
 func (r jobRow) json() object {
@@ -69,7 +80,9 @@ func (r jobRow) json() object {
 		{"available_at", jsonTime(r.AvailableAt)}, {"enqueue_seq", r.EnqueueSeq},
 	}
 	if r.WorkflowID != "" {
-		o = append(o, member{"workflow_id", r.WorkflowID}, member{"step", r.Step})
+		// step is kept for scripts that read it; step_index names what
+		// both are: the journal's 0-based index (tables count from 1).
+		o = append(o, member{"workflow_id", r.WorkflowID}, member{"step", r.Step}, member{"step_index", r.Step})
 	}
 	if r.LastCode != "" || r.LastError != "" {
 		o = append(o, member{"last_code", r.LastCode}, member{"last_error", r.LastError})
@@ -92,7 +105,7 @@ func (r jobRow) cells(now time.Time) []string {
 	}
 	wf := ""
 	if r.WorkflowID != "" {
-		wf = fmt.Sprintf("%s#%d", r.WorkflowID, r.Step)
+		wf = fmt.Sprintf("%s#%d", r.WorkflowID, r.Step+1)
 	}
 	return []string{
 		r.ID, r.Status, r.Queue, r.Handler, fmt.Sprint(r.Priority),
@@ -174,7 +187,7 @@ func timersOf(f *folder) []timer {
 		// nothing (WF-15).
 		if w.DelayFireAt != 0 && (w.Status == replay.WorkflowRunning || w.Status == replay.WorkflowPaused) {
 			out = append(out, timer{At: w.DelayFireAt, Kind: "step_delay", ID: id,
-				Detail: fmt.Sprintf("%s step %d", w.Name, w.Step)})
+				Detail: fmt.Sprintf("%s step %s", w.Name, stepText(w.Step, w.Steps, " of "))})
 		}
 	}
 	sort.Slice(out, func(i, k int) bool {
@@ -246,7 +259,8 @@ func shutdownText(run *replay.Run) string {
 
 func (w *wfView) json(now time.Time) object {
 	o := object{
-		{"type", "workflow"}, {"id", w.ID}, {"name", w.Name}, {"status", w.Status.String()}, {"step", w.Step}, {"steps", w.Steps},
+		{"type", "workflow"}, {"id", w.ID}, {"name", w.Name}, {"status", w.Status.String()},
+		{"step", w.Step}, {"step_index", w.Step}, {"steps", w.Steps}, // step: kept for scripts; both 0-based
 		{"started_at", jsonTime(w.StartedAt)}, {"deadline_at", jsonTime(w.DeadlineAt)},
 	}
 	if w.StartSeq != 0 {
@@ -293,9 +307,18 @@ func (w *wfView) cells(now time.Time) []string {
 			rem = remaining(w.DeadlineAt, now)
 		}
 	}
-	step := fmt.Sprint(w.Step)
-	if w.Steps > 0 {
-		step = fmt.Sprintf("%d/%d", w.Step, w.Steps)
+	return []string{w.ID, w.Name, w.Status.String(), stepText(w.Step, w.Steps, "/"), fmtTime(w.StartedAt), dl, rem, truncate(w.Error, 40)}
+}
+
+// stepText shows the 0-based step index of a workflow of steps steps as
+// people count: "2/3" or "2 of 3" (sep) for index 1, "done" once every
+// step completed (the index is then steps), "2" when steps is unknown.
+func stepText(step, steps int32, sep string) string {
+	switch {
+	case steps <= 0:
+		return fmt.Sprint(step + 1)
+	case step >= steps:
+		return "done"
 	}
-	return []string{w.ID, w.Name, w.Status.String(), step, fmtTime(w.StartedAt), dl, rem, truncate(w.Error, 40)}
+	return fmt.Sprintf("%d%s%d", step+1, sep, steps)
 }
