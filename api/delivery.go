@@ -3,6 +3,7 @@ package api
 import (
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/quire-dev/quire/clock"
@@ -15,14 +16,28 @@ import (
 // attempt scope and its attempt-local values. It offers no way to settle
 // or cancel: a handler decides its outcome only by what it returns.
 // Middleware and guards receive the same Delivery as the handler.
+//
+// Every method is safe for concurrent use by goroutines the pipeline
+// starts. What they add to the attempt counts only until the attempt's
+// end: once the follow-ups are taken, [Delivery.Enqueue] fails with
+// [ErrFollowUpTooLate]; once the scope's disposal point passed,
+// [Scope.Register] fails with [ErrScopeClosed] and [Delivery.SetValue]
+// stores nothing. A goroutine that may outlive its handler must expect
+// these refusals; one the handler waits for before returning never sees
+// them.
 type Delivery struct {
 	a   *scheduler.Attempt
 	clk clock.Clock
 	eng *Engine
 
+	// fu guards the follow-up list, which Enqueue may extend from several
+	// goroutines and the pipeline hands to the settlement once.
+	fu        sync.Mutex
 	followUps []scheduler.EnqueueRequest
 	// followBytes sums the follow-ups' payloads.
 	followBytes int
+	// followTaken is set once the list was handed to the settlement.
+	followTaken bool
 }
 
 func newDelivery(e *Engine, a *scheduler.Attempt) *Delivery {
@@ -61,7 +76,19 @@ func (d *Delivery) Scope() *Scope { return &Scope{s: d.a.Scope()} }
 // SetValue stores an attempt-local value under key. Values that implement
 // [Releaser] are released once by the engine when the attempt ends, unless
 // a termination hook took them (DL-36 step 3).
-func (d *Delivery) SetValue(key string, v any) { d.a.SetValue(key, v) }
+//
+// A call made once the attempt reached its scope's disposal point (the
+// execution returned and its termination hooks ran) stores nothing: a
+// Releaser is released at once, on the calling goroutine, since the
+// engine's release has passed.
+func (d *Delivery) SetValue(key string, v any) {
+	if d.a.Scope().IfOpen(func() { d.a.SetValue(key, v) }) {
+		return
+	}
+	if r, ok := v.(Releaser); ok {
+		r.Release()
+	}
+}
 
 // Value returns the attempt-local value under key.
 func (d *Delivery) Value(key string) (any, bool) { return d.a.Value(key) }
@@ -76,10 +103,24 @@ func (d *Delivery) Value(key string) (any, bool) { return d.a.Value(key) }
 // commit. Past either limit Enqueue returns an error wrapping
 // [ErrFollowUpLimit] and adds nothing; the jobs added before stay. Fan out
 // wider in steps, or enqueue from outside the handler.
+//
+// Enqueue may be called from several goroutines at once, from the
+// middleware's Before and After, the guards and the handler. A call made
+// once the follow-ups were taken (the pipeline returned, on success or
+// not) or can no longer settle (the attempt passed its cooperative
+// deadline or was abandoned, DL-26) adds nothing and returns an error
+// wrapping [ErrFollowUpTooLate]: a nil error always means the job goes
+// with the settlement if the attempt succeeds.
 func (d *Delivery) Enqueue(handler string, payload any, opts ...JobOption) error {
 	req, err := d.eng.enqueueRequest(handler, payload, opts)
 	if err != nil {
 		return err
+	}
+	d.fu.Lock()
+	defer d.fu.Unlock()
+	if d.followTaken || d.a.ExecutionReturned() || !d.a.Proceed() {
+		return fmt.Errorf("%w: job for handler %q from attempt %d of %s job %s",
+			ErrFollowUpTooLate, handler, d.Attempt(), d.Handler(), d.JobID())
 	}
 	if len(d.followUps) >= FollowUpsMax {
 		return fmt.Errorf("%w: job %d of one attempt, limit %d (FollowUpsMax)", ErrFollowUpLimit, len(d.followUps)+1, FollowUpsMax)
@@ -91,6 +132,17 @@ func (d *Delivery) Enqueue(handler string, payload any, opts ...JobOption) error
 	d.followUps = append(d.followUps, req)
 	d.followBytes += len(req.Payload)
 	return nil
+}
+
+// takeFollowUps hands the follow-up list to the attempt's settlement, once,
+// and closes it: a later Enqueue fails with [ErrFollowUpTooLate] instead
+// of adding a job that would never exist. The pipeline calls it as it
+// builds a successful result.
+func (d *Delivery) takeFollowUps() []scheduler.EnqueueRequest {
+	d.fu.Lock()
+	defer d.fu.Unlock()
+	d.followTaken = true
+	return d.followUps
 }
 
 // Releaser is implemented by attempt-local values that hold something to
@@ -106,8 +158,11 @@ type Scope struct {
 }
 
 // Register adds r under key, to be closed once when the attempt ends, in
-// reverse order of registration. It fails after the scope closed, for an
-// empty key or nil r, or a key already held.
+// reverse order of registration. It fails for an empty key or nil r, a
+// key already held, and, wrapping [ErrScopeClosed], once the attempt
+// reached its scope's disposal point (the execution returned and its
+// termination hooks ran, DL-36), whether or not the scope held anything:
+// then r is not registered and the caller must close it.
 func (s *Scope) Register(key string, r io.Closer) error { return s.s.Register(key, r) }
 
 // Lookup returns the resource under key while the scope is open.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/quire-dev/quire/journal"
+	"github.com/quire-dev/quire/scheduler"
 )
 
 // Errors callers branch on with errors.Is.
@@ -34,6 +35,17 @@ var (
 	// one attempt: they and the settlement are one atomic append, which
 	// must fit in one group commit (RL-4, RL-11).
 	ErrFollowUpLimit = errors.New("quire: too many follow-up jobs for one settlement")
+	// ErrFollowUpTooLate refuses a follow-up job ([Delivery.Enqueue])
+	// once its attempt's follow-ups were handed to the settlement or can
+	// no longer be: the pipeline returned, or the attempt passed its
+	// cooperative deadline or was abandoned (DL-26). The job is not
+	// enqueued; a goroutine the handler left behind must enqueue with
+	// [Engine.Enqueue] instead.
+	ErrFollowUpTooLate = errors.New("quire: follow-up job enqueued too late for its attempt's settlement")
+	// ErrScopeClosed refuses [Scope.Register] once the attempt reached its
+	// scope's disposal point (DL-36): the resource is not registered and
+	// the caller must close it.
+	ErrScopeClosed = scheduler.ErrScopeClosed
 )
 
 // FollowUpsMax bounds the follow-up jobs one attempt enqueues with its
@@ -55,36 +67,52 @@ const (
 // HandlerError is an error a handler returns to choose how its attempt
 // settles: retryable or permanent, with a stable code (DL-14). Build one
 // with [Retryable] or [Permanent]; any other error is retryable with code
-// HANDLER_ERROR.
+// HANDLER_ERROR. An empty Code is recorded, and printed, as HANDLER_ERROR.
 type HandlerError struct {
 	Code      string
 	Permanent bool
 	Err       error
 }
 
+// Error returns "<class> <code>: <err>", or "<class> <code>" for a nil
+// Err: "permanent BAD_INPUT: line 3", "retryable HANDLER_ERROR".
 func (e *HandlerError) Error() string {
 	kind := "retryable"
 	if e.Permanent {
 		kind = "permanent"
 	}
+	code := handlerCode(e.Code)
 	if e.Err == nil {
-		return fmt.Sprintf("%s %s", kind, e.Code)
+		return kind + " " + code
 	}
-	return fmt.Sprintf("%s %s: %v", kind, e.Code, e.Err)
+	return fmt.Sprintf("%s %s: %v", kind, code, e.Err)
 }
 
 func (e *HandlerError) Unwrap() error { return e.Err }
 
 // Retryable returns an error that fails the attempt and lets it be retried
-// under the job's retry policy, with code recorded in the settlement.
+// under the job's retry policy, with code recorded in the settlement. An
+// empty code becomes HANDLER_ERROR; err may be nil, and the settlement's
+// message is then the class and code alone ("retryable HANDLER_ERROR").
 func Retryable(code string, err error) error {
-	return &HandlerError{Code: code, Err: err}
+	return &HandlerError{Code: handlerCode(code), Err: err}
 }
 
 // Permanent returns an error that buries the job at once, whatever
-// attempts remain (JB-3).
+// attempts remain (JB-3). An empty code becomes HANDLER_ERROR; err may be
+// nil, and the settlement's message is then the class and code alone
+// ("permanent HANDLER_ERROR").
 func Permanent(code string, err error) error {
-	return &HandlerError{Code: code, Permanent: true, Err: err}
+	return &HandlerError{Code: handlerCode(code), Permanent: true, Err: err}
+}
+
+// handlerCode is the code a [HandlerError] records: code, or
+// HANDLER_ERROR for an empty one.
+func handlerCode(code string) string {
+	if code == "" {
+		return CodeHandlerError
+	}
+	return code
 }
 
 // NameError reports a call naming a handler, queue or job that is unknown

@@ -40,7 +40,9 @@ type handlerEntry struct {
 // Enqueue may override (WF-22), and the handler's own middleware and
 // guards ([WithMiddleware], [WithGuards]). Registering a name twice, an
 // empty name, a nil fn, nil middleware or guards, more than
-// [MiddlewareMax] middleware in effect, or registering once shutdown has
+// [MiddlewareMax] middleware (or [GuardsMax] guards) in effect for an
+// attempt on any queue (global, the queue's and the handler's together:
+// Enqueue may put a job on any queue), or registering once shutdown has
 // begun is an error.
 func Handle[T any](e *Engine, name string, fn HandlerFunc[T], opts ...JobOption) error {
 	if err := validateName(name); err != nil {
@@ -56,9 +58,7 @@ func Handle[T any](e *Engine, name string, fn HandlerFunc[T], opts ...JobOption)
 	if err := checkPlanParts("Handle.", jo.middleware, jo.guards); err != nil {
 		return err
 	}
-	qmw, qg := e.opts.maxQueuePlan()
-	if err := checkPlanSize("Handle.", len(e.opts.Middleware)+qmw+len(jo.middleware),
-		len(e.opts.Guards)+qg+len(jo.guards)); err != nil {
+	if err := e.checkHandlerPlan(jo); err != nil {
 		return err
 	}
 	h := &handlerEntry{name: name, opts: jo}

@@ -38,7 +38,10 @@ type Middleware interface {
 // context that has the hook's fair share of the time left (DL-33). A hook
 // cannot change the attempt's result; a hook that fails, panics or
 // overruns its deadline makes the settlement record
-// DELIVERY_TERMINATION_CLEANUP_FAILED (DL-36).
+// DELIVERY_TERMINATION_CLEANUP_FAILED (DL-36), its error naming the first
+// such hook's middleware with its error or panic value. The cleanup
+// context's cause is a [*CancelReason] with Hook set once the hook's own
+// deadline passes; the attempt's reason is [Termination.Reason].
 type TerminationHook interface {
 	OnTermination(ctx context.Context, t *Termination) error
 }
@@ -47,7 +50,10 @@ type TerminationHook interface {
 // nil, or a typed error built with [Retryable] or [Permanent]; any other
 // error is retryable with code HANDLER_ERROR. Guards run after every
 // Before, in the same order (DL-27): global, queue, then the workflow's
-// ([Workflow.WithGuards]) or the handler's ([WithGuards]).
+// ([Workflow.WithGuards]) or the handler's ([WithGuards]). A guard that
+// panics gives MIDDLEWARE_PANICKED, recorded with the option that put it
+// in the plan: "panic in guard Options.Guards[1]: <value>". A Before's
+// panic is recorded the same way, with the middleware's name.
 type Guard func(ctx context.Context, d *Delivery) error
 
 // Limits of one attempt's plan (DL-27).
@@ -159,29 +165,82 @@ func checkPlanSize(field string, middleware, guards int) error {
 
 // checkWorkflowPlan refuses a workflow whose step attempts could have more
 // than [MiddlewareMax] middleware or [GuardsMax] guards in effect: global,
-// queue and workflow together (DL-27). A step job may run on any queue (a
-// sub-workflow's steps inherit their parent's), so the largest queue plan
-// counts, as it does for [Handle].
+// queue and workflow together (DL-27). A step's job may run on any queue
+// (a sub-workflow's steps run on their parent's), so the queue that adds
+// the most counts, as it does for [Handle].
 func (e *Engine) checkWorkflowPlan(w *Workflow) error {
-	qmw, qg := e.opts.maxQueuePlan()
-	if n := len(e.opts.Middleware) + qmw + len(w.middleware); n > MiddlewareMax {
-		return &WorkflowError{Workflow: w.name, Option: "WithMiddleware",
-			Reason: fmt.Sprintf("%d middleware in effect for one step attempt, limit %d (global, queue and workflow together)", n, MiddlewareMax)}
+	if reason := e.opts.planOverLimit(middlewareLimit, "workflow", "a step attempt", len(w.middleware)); reason != "" {
+		return &WorkflowError{Workflow: w.name, Option: "WithMiddleware", Reason: reason}
 	}
-	if n := len(e.opts.Guards) + qg + len(w.guards); n > GuardsMax {
-		return &WorkflowError{Workflow: w.name, Option: "WithGuards",
-			Reason: fmt.Sprintf("%d guards in effect for one step attempt, limit %d (global, queue and workflow together)", n, GuardsMax)}
+	if reason := e.opts.planOverLimit(guardsLimit, "workflow", "a step attempt", len(w.guards)); reason != "" {
+		return &WorkflowError{Workflow: w.name, Option: "WithGuards", Reason: reason}
 	}
 	return nil
 }
 
-// maxQueuePlan returns the most middleware and guards any configured queue
-// adds.
-func (o Options) maxQueuePlan() (mw, guards int) {
-	for _, q := range o.QueueOptions {
-		mw, guards = max(mw, len(q.Middleware)), max(guards, len(q.Guards))
+// checkHandlerPlan refuses a handler whose attempts could have more than
+// [MiddlewareMax] middleware or [GuardsMax] guards in effect: global,
+// queue and handler together (DL-27). Its jobs may be enqueued on any
+// queue ([OnQueue] overrides the handler's), and jobs recovered from the
+// journal keep the queue they were enqueued on, so the limit must hold on
+// every queue: the queue that adds the most counts.
+func (e *Engine) checkHandlerPlan(o jobOptions) error {
+	if reason := e.opts.planOverLimit(middlewareLimit, "handler", "an attempt", len(o.middleware)); reason != "" {
+		return &OptionError{Field: "Handle.Middleware", Value: len(o.middleware), Reason: reason}
 	}
-	return mw, guards
+	if reason := e.opts.planOverLimit(guardsLimit, "handler", "an attempt", len(o.guards)); reason != "" {
+		return &OptionError{Field: "Handle.Guards", Value: len(o.guards), Reason: reason}
+	}
+	return nil
+}
+
+// planLimit is one bound of an attempt's plan (DL-27): what it counts,
+// how many the global layer and one queue add, and its maximum.
+type planLimit struct {
+	what   string
+	global func(Options) int
+	queue  func(QueueOptions) int
+	max    int
+}
+
+var (
+	middlewareLimit = planLimit{"middleware",
+		func(o Options) int { return len(o.Middleware) }, func(q QueueOptions) int { return len(q.Middleware) }, MiddlewareMax}
+	guardsLimit = planLimit{"guards",
+		func(o Options) int { return len(o.Guards) }, func(q QueueOptions) int { return len(q.Guards) }, GuardsMax}
+)
+
+// planOverLimit returns why own entries of layer (a handler's or a
+// workflow's) would put more than l.max in effect for one attempt on the
+// queue that adds the most, or "" if they would not. The reason states
+// the true count on that queue and the layers it sums: the caller's own
+// queue may add fewer, but a job may run on any queue.
+func (o Options) planOverLimit(l planLimit, layer, attempt string, own int) string {
+	global := l.global(o)
+	queue, n := o.largestQueue(l.queue)
+	total := global + n + own
+	if total <= l.max {
+		return ""
+	}
+	if n == 0 {
+		return fmt.Sprintf("%d global + %d %s = %d %s in effect for %s, limit %d",
+			global, own, layer, total, l.what, attempt, l.max)
+	}
+	return fmt.Sprintf("%d global + %d of queue %q + %d %s = %d %s in effect for %s on queue %q, limit %d "+
+		"(a job may run on any queue, so the queue that adds the most counts)",
+		global, n, queue, own, layer, total, l.what, attempt, queue, l.max)
+}
+
+// largestQueue returns the queue that adds the most entries by count, and
+// how many; ties go to the first name in order, so that messages are
+// reproducible. It returns "", 0 when no queue adds any.
+func (o Options) largestQueue(count func(QueueOptions) int) (name string, n int) {
+	for q, qo := range o.QueueOptions {
+		if c := count(qo); c > n || (c == n && c > 0 && q < name) {
+			name, n = q, c
+		}
+	}
+	return name, n
 }
 
 // middlewareName is how the journal names a middleware.
@@ -214,21 +273,50 @@ func hookOf(m Middleware) TerminationHook {
 type plan struct {
 	mw     []Middleware
 	guards []Guard
+	// Where each layer starts, to name an entry as its option does.
+	queue          string
+	step           bool
+	mwQueue, mwOwn int
+	gQueue, gOwn   int
 }
 
 func (e *Engine) plan(h *handlerEntry, queue string) plan {
-	var p plan
+	p := plan{queue: queue, step: h != nil && h.step}
 	p.mw = append(p.mw, e.opts.Middleware...)
 	p.guards = append(p.guards, e.opts.Guards...)
+	p.mwQueue, p.gQueue = len(p.mw), len(p.guards)
 	if q, ok := e.opts.QueueOptions[queue]; ok {
 		p.mw = append(p.mw, q.Middleware...)
 		p.guards = append(p.guards, q.Guards...)
 	}
+	p.mwOwn, p.gOwn = len(p.mw), len(p.guards)
 	if h != nil {
 		p.mw = append(p.mw, h.opts.middleware...)
 		p.guards = append(p.guards, h.opts.guards...)
 	}
 	return p
+}
+
+// mwLabel names middleware i of the plan by the option that put it there,
+// e.g. Options.QueueOptions["q"].Middleware[0].
+func (p *plan) mwLabel(i int) string {
+	return p.label("Middleware", "WithMiddleware", i, p.mwQueue, p.mwOwn)
+}
+
+// guardLabel names guard i of the plan by the option that put it there,
+// e.g. Handle.Guards[1].
+func (p *plan) guardLabel(i int) string { return p.label("Guards", "WithGuards", i, p.gQueue, p.gOwn) }
+
+func (p *plan) label(field, workflowOption string, i, queue, own int) string {
+	switch {
+	case i < queue:
+		return fmt.Sprintf("Options.%s[%d]", field, i)
+	case i < own:
+		return fmt.Sprintf("Options.QueueOptions[%q].%s[%d]", p.queue, field, i-queue)
+	case p.step:
+		return fmt.Sprintf("Workflow.%s[%d]", workflowOption, i-own)
+	}
+	return fmt.Sprintf("Handle.%s[%d]", field, i-own)
 }
 
 // stopped is the result of a pipeline that did not start its next stage
@@ -263,22 +351,22 @@ func (e *Engine) run(ctx context.Context, a *scheduler.Attempt) scheduler.Result
 		primary = Permanent("MIDDLEWARE_LIMIT", checkPlanSize("", len(p.mw), len(p.guards)))
 		p = plan{}
 	}
-	for _, mw := range p.mw {
+	for i, mw := range p.mw {
 		if !a.Proceed() {
 			return stopped()
 		}
-		if err, st := callBefore(ctx, mw, d); err != nil {
+		if err, st := callBefore(ctx, mw, p.mwLabel(i), d); err != nil {
 			primary, stack = err, st
 			break
 		}
 		entered = append(entered, a.Enter(middlewareName(mw), hookFunc(hookOf(mw), d)))
 	}
 	if primary == nil {
-		for _, g := range p.guards {
+		for i, g := range p.guards {
 			if !a.Proceed() {
 				return stopped()
 			}
-			if err, st := callGuard(ctx, g, d); err != nil {
+			if err, st := callGuard(ctx, g, p.guardLabel(i), d); err != nil {
 				primary, stack = err, st
 				break
 			}
@@ -330,8 +418,11 @@ func (e *Engine) run(ctx context.Context, a *scheduler.Attempt) scheduler.Result
 		}
 		a.SetExit(i, scheduler.ExitCompleted)
 	}
+	// Taken under the Delivery's lock: an Enqueue from a goroutine the
+	// handler left behind is refused from here on, never lost.
+	followUps := d.takeFollowUps()
 	if primary == nil {
-		return scheduler.Result{Output: out, FollowUps: d.followUps}
+		return scheduler.Result{Output: out, FollowUps: followUps}
 	}
 	return scheduler.Result{Failure: failureOf(primary, stack)}
 }
@@ -355,15 +446,21 @@ func failureOf(err error, stack string) *scheduler.Failure {
 	var pv *panicValue
 	if errors.As(err, &pv) {
 		f.Message = fmt.Sprint(pv.value)
+		if pv.named {
+			f.Message = pv.Error()
+		}
 	}
 	return f
 }
 
 // panicValue is a recovered panic: the error an After sees says where it
-// happened; the settlement's message is the panic value itself.
+// happened. The settlement's message is the panic value itself, or, when
+// named is set, the whole error: a Before or guard that panicked is in no
+// other field of the record (an After's is, in its normal exit).
 type panicValue struct {
 	where string
 	value any
+	named bool
 }
 
 func (p *panicValue) Error() string { return fmt.Sprintf("panic in %s: %v", p.where, p.value) }
@@ -372,19 +469,26 @@ func panicErr(code, where string, p any) error {
 	return &HandlerError{Code: code, Err: &panicValue{where: where, value: p}}
 }
 
-func callBefore(ctx context.Context, mw Middleware, d *Delivery) (err error, stack string) {
+func namedPanicErr(code, where string, p any) error {
+	return &HandlerError{Code: code, Err: &panicValue{where: where, value: p, named: true}}
+}
+
+// callBefore runs mw's Before; label names mw in the plan.
+func callBefore(ctx context.Context, mw Middleware, label string, d *Delivery) (err error, stack string) {
 	defer func() {
 		if p := recover(); p != nil {
-			err, stack = panicErr(CodeMiddlewarePanicked, "Before of "+middlewareName(mw), p), string(debug.Stack())
+			where := fmt.Sprintf("Before of middleware %q (%s)", middlewareName(mw), label)
+			err, stack = namedPanicErr(CodeMiddlewarePanicked, where, p), string(debug.Stack())
 		}
 	}()
 	return mw.Before(ctx, d), ""
 }
 
-func callGuard(ctx context.Context, g Guard, d *Delivery) (err error, stack string) {
+// callGuard runs g; label names it in the plan.
+func callGuard(ctx context.Context, g Guard, label string, d *Delivery) (err error, stack string) {
 	defer func() {
 		if p := recover(); p != nil {
-			err, stack = panicErr(CodeMiddlewarePanicked, "guard", p), string(debug.Stack())
+			err, stack = namedPanicErr(CodeMiddlewarePanicked, "guard "+label, p), string(debug.Stack())
 		}
 	}()
 	return g(ctx, d), ""

@@ -597,7 +597,10 @@ func (e *Engine) stepJob(w *Workflow, s stepSpec) (scheduler.EnqueueRequest, err
 	if w.maxAttempts != nil {
 		layers = append(layers, MaxAttempts(*w.maxAttempts))
 	}
-	o, err := e.buildJobOptions(append(layers, s.opts...))
+	o, err := buildOptions(append(layers, s.opts...))
+	if err == nil && o.registration {
+		return scheduler.EnqueueRequest{}, stepPlanError(w, s, o)
+	}
 	if err != nil {
 		var oe *OptionError
 		if errors.As(err, &oe) {
@@ -606,6 +609,17 @@ func (e *Engine) stepJob(w *Workflow, s stepSpec) (scheduler.EnqueueRequest, err
 		return scheduler.EnqueueRequest{}, err
 	}
 	return e.resolve(&handlerEntry{}, o), nil
+}
+
+// stepPlanError refuses middleware or guards given to one step: a step
+// attempt's own layer of the plan is its workflow's (DL-27).
+func stepPlanError(w *Workflow, s stepSpec, o jobOptions) error {
+	if len(o.guards) > 0 && len(o.middleware) == 0 {
+		return &WorkflowError{Workflow: w.name, Step: s.name, Option: "WithGuards",
+			Reason: "a step takes no guards of its own: give them to Workflow.WithGuards, which runs them for every step attempt of the workflow"}
+	}
+	return &WorkflowError{Workflow: w.name, Step: s.name, Option: "WithMiddleware",
+		Reason: "a step takes no middleware of its own: give it to Workflow.WithMiddleware, which wraps every step attempt of the workflow"}
 }
 
 // stepHandler wraps a StepFunc as a handler: state in, merged keys out.

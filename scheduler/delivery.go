@@ -17,10 +17,23 @@ import (
 type CancelReason struct {
 	Reason deadlines.Reason
 	At     time.Time
+	// Hook is set on the cause of a termination hook's own cleanup
+	// context (DL-33): Reason and At then describe that context, not the
+	// attempt. ReasonDeliveryTimeout means the hook's own deadline (its
+	// fair share of the hook chain) passed at At; the attempt's first
+	// reason stays on the hook's [HookRun].
+	Hook bool
 }
 
 func (c *CancelReason) Error() string {
-	return "quire: attempt cancelled: " + c.Reason.String() + " at " + c.At.UTC().Format(time.RFC3339Nano)
+	at := c.At.UTC().Format(time.RFC3339Nano)
+	switch {
+	case c.Hook && c.Reason == deadlines.ReasonDeliveryTimeout:
+		return "quire: termination hook cancelled: its own deadline passed at " + at
+	case c.Hook:
+		return "quire: termination hook cancelled: " + c.Reason.String() + " at " + at
+	}
+	return "quire: attempt cancelled: " + c.Reason.String() + " at " + at
 }
 
 // Signal is the read-only view of one cancellation source (DL-14): a done
@@ -34,8 +47,11 @@ type Signal struct {
 	// defaulted is set when the reason was recorded by a path that
 	// recorded none (DL-15).
 	defaulted bool
-	done      chan struct{}
-	cancel    context.CancelCauseFunc // the matching context, or nil
+	// hook marks a termination hook's cleanup cancellation, whose cause
+	// says so ([CancelReason.Hook]).
+	hook   bool
+	done   chan struct{}
+	cancel context.CancelCauseFunc // the matching context, or nil
 }
 
 func newSignal(cancel context.CancelCauseFunc) *Signal {
@@ -86,7 +102,7 @@ func (s *Signal) record(r deadlines.Reason, at time.Time) bool {
 	s.mu.Unlock()
 	close(s.done)
 	if s.cancel != nil {
-		s.cancel(&CancelReason{Reason: r, At: at})
+		s.cancel(&CancelReason{Reason: r, At: at, Hook: s.hook})
 	}
 	return true
 }
@@ -412,6 +428,13 @@ func (a *Attempt) afterPanicked() bool {
 	return false
 }
 
+// entryName returns the name entry i was entered under.
+func (a *Attempt) entryName(i int) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.ledger[i].name
+}
+
 func (a *Attempt) entry(i int) (HookFunc, Exit) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -443,21 +466,22 @@ func (a *Attempt) audit() (names, exits, terms []string) {
 	return names, exits, terms
 }
 
-// takeValues removes every attempt-local value, in key order.
-func (a *Attempt) takeValues() []any {
+// takeValues removes every attempt-local value, returning the keys in
+// order and their values.
+func (a *Attempt) takeValues() (keys []string, vals []any) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	keys := make([]string, 0, len(a.values))
+	keys = make([]string, 0, len(a.values))
 	for k := range a.values {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	out := make([]any, 0, len(keys))
+	vals = make([]any, 0, len(keys))
 	for _, k := range keys {
-		out = append(out, a.values[k])
+		vals = append(vals, a.values[k])
 	}
 	a.values = nil
-	return out
+	return keys, vals
 }
 
 // hasValues reports whether attempt-local values remain.

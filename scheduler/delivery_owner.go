@@ -67,6 +67,8 @@ type attempt struct {
 	scopeRunning bool
 	scope        string
 	codes        []string // cleanup failure codes, in the order of DL-36
+	texts        []string // each code's own text, as its failure reported it
+	hookText     string   // the first failed termination hook's text
 	armed        time.Time
 	// torn is set once the owner is torn down (SD-14): it no longer
 	// settles the token, and its cleanup is bounded by final, the cutoff
@@ -111,11 +113,14 @@ type ownerEvent struct {
 	token uint64
 	gen   uint64
 	state HookState
+	text  string // a failed or panicked hook's error or panic value
 	// scope close
 	err             error
 	panicked        bool
 	unobserved      bool
 	releasePanicked bool
+	releaseText     string // the first Release panic, naming its value
+	panicText       string // a panic that escaped the close itself
 }
 
 // quarantine counts what the engine stopped waiting for (DL-26, DL-37).
@@ -524,6 +529,7 @@ func (r *Runner) nextHook(a *attempt, now time.Time) {
 		deadline, ok := deadlines.HookDeadline(a.hk, k, now)
 		if !ok {
 			a.att.setTerm(i, HookBudgetExhausted)
+			a.hookFailed(i, "was not started: the hook chain's deadline "+stamp(a.hk)+" had passed")
 			continue
 		}
 		r.startHook(a, i, deadline)
@@ -540,6 +546,7 @@ func (r *Runner) nextHook(a *attempt, now time.Time) {
 func (r *Runner) startHook(a *attempt, i int, deadline time.Time) {
 	ctx, cancel := newAttemptContext(context.Background(), deadline)
 	sig := newSignal(cancel)
+	sig.hook = true // its cause names the hook's own deadline, not the attempt's
 	r.hookGen++
 	h := &hookRun{idx: i, gen: r.hookGen, deadline: deadline, ctx: ctx, sig: sig}
 	a.hook = h
@@ -551,21 +558,23 @@ func (r *Runner) startHook(a *attempt, i int, deadline time.Time) {
 	r.execWG.Add(1)
 	go func() {
 		st := HookFailed // runtime.Goexit in a hook leaves it Failed
+		text := "exited without returning (runtime.Goexit)"
 		defer func() {
 			if p := recover(); p != nil {
-				st = HookPanicked
+				st, text = HookPanicked, "panicked: "+clip(fmt.Sprint(p), FailureMessageBytesMax)
 			}
 			cancel(errCleanupEnded)
 			r.execWG.Done()
 			select {
-			case r.owner <- ownerEvent{kind: ownerHookDone, token: tok, gen: gen, state: st}:
+			case r.owner <- ownerEvent{kind: ownerHookDone, token: tok, gen: gen, state: st, text: text}:
 			case <-r.loopDone:
 			}
 		}()
 		if err := fn(ctx, run); err != nil {
-			st = HookFailed
+			// fmt recovers a panicking Error method.
+			st, text = HookFailed, "failed: "+clip(fmt.Sprint(err), FailureMessageBytesMax)
 		} else {
-			st = HookCompleted
+			st, text = HookCompleted, ""
 		}
 	}()
 }
@@ -579,11 +588,12 @@ var errCleanupEnded = errors.New("scheduler: attempt work ended")
 // the final window of a torn-down owner ends is Interrupted.
 func (r *Runner) hookTimedOut(a *attempt, now time.Time) {
 	h := a.hook
-	st := HookTimedOut
+	st, text := HookTimedOut, "did not return by its deadline "+stamp(h.deadline)
 	if a.torn {
-		st = HookInterrupted
+		st, text = HookInterrupted, "was still running at "+stamp(h.deadline)+", the end of its share of the owner's final window"
 	}
 	a.att.setTerm(h.idx, st)
+	a.hookFailed(h.idx, text)
 	h.sig.record(deadlines.ReasonDeliveryTimeout, h.deadline)
 	r.q.hooks.Add(1)
 	a.hook = nil
@@ -627,6 +637,7 @@ func (r *Runner) closeScope(att *Attempt, tok uint64, kind uint8) {
 		defer func() {
 			if p := recover(); p != nil {
 				ev.unobserved, ev.panicked = false, true
+				ev.panicText = "the attempt scope's close panicked: " + clip(fmt.Sprint(p), FailureMessageBytesMax)
 			}
 			r.execWG.Done()
 			select {
@@ -634,21 +645,23 @@ func (r *Runner) closeScope(att *Attempt, tok uint64, kind uint8) {
 			case <-r.loopDone:
 			}
 		}()
-		ev.releasePanicked = releaseValues(att.takeValues())
+		ev.releaseText = releaseValues(att.takeValues())
+		ev.releasePanicked = ev.releaseText != ""
 		ev.err, ev.panicked = att.scope.close()
 		ev.unobserved = false
 	}()
 }
 
 // releaseValues releases attempt-local values that hold something and
-// reports whether a Release panicked.
-func releaseValues(vs []any) (panicked bool) {
-	for _, v := range vs {
+// returns the text of the first Release that panicked, or "".
+func releaseValues(keys []string, vs []any) (panicked string) {
+	for i, v := range vs {
 		if rl, ok := v.(Releaser); ok {
 			func() {
 				defer func() {
-					if recover() != nil {
-						panicked = true
+					if p := recover(); p != nil && panicked == "" {
+						panicked = fmt.Sprintf("Release of attempt-local value %q panicked: %s",
+							keys[i], clip(fmt.Sprint(p), FailureMessageBytesMax))
 					}
 				}()
 				rl.Release()
@@ -667,7 +680,7 @@ func (r *Runner) closeLostScope(tok uint64, att *Attempt) {
 func (r *Runner) scopeTimedOut(a *attempt, now time.Time) {
 	a.scopeRunning = false
 	a.scope = scopeTimedOut
-	a.codes = append(a.codes, CodeScopeCleanupTimedOut)
+	a.cleanupFailed(CodeScopeCleanupTimedOut, "the attempt scope's close did not return by its deadline "+stamp(a.scopeAt))
 	r.q.scopes.Add(1)
 	r.settleAttempt(a, now)
 }
@@ -683,6 +696,9 @@ func (r *Runner) onOwner(ev ownerEvent) {
 			return
 		}
 		a.att.setTerm(a.hook.idx, ev.state)
+		if ev.state.failed() {
+			a.hookFailed(a.hook.idx, ev.text)
+		}
 		a.hook = nil
 		r.nextHook(a, now)
 	case ownerScopeDone:
@@ -692,18 +708,24 @@ func (r *Runner) onOwner(ev ownerEvent) {
 		}
 		a.scopeRunning = false
 		if ev.releasePanicked {
-			a.codes = append(a.codes, CodeResourceReleasePanicked)
+			a.cleanupFailed(CodeResourceReleasePanicked, ev.releaseText)
+		}
+		// The close's joined errors name each resource that failed or
+		// panicked: close "db": <its error>.
+		text := ev.panicText
+		if ev.err != nil {
+			text = clip(ev.err.Error(), FailureMessageBytesMax)
 		}
 		switch {
 		case ev.unobserved:
 			a.scope = scopeUnobserved
-			a.codes = append(a.codes, CodeScopeResultUnobserved)
+			a.cleanupFailed(CodeScopeResultUnobserved, "the attempt scope's close exited without returning (runtime.Goexit)")
 		case ev.panicked:
 			a.scope = scopePanicked
-			a.codes = append(a.codes, CodeScopeCleanupPanicked)
+			a.cleanupFailed(CodeScopeCleanupPanicked, text)
 		case ev.err != nil:
 			a.scope = scopeFailed
-			a.codes = append(a.codes, CodeScopeCleanupFailed)
+			a.cleanupFailed(CodeScopeCleanupFailed, text)
 		default:
 			a.scope = scopeClosed
 		}
@@ -740,13 +762,20 @@ func (r *Runner) settleAttempt(a *attempt, now time.Time) {
 	if hasReason {
 		res.Reason, res.ReasonAt = reason.String(), at
 	}
-	codes := cleanupCodes(a)
-	if len(codes) > 0 && (res.Failure == nil || a.abandoned || a.execution == executionNotStarted) {
+	codes, text := cleanupCodes(a)
+	switch {
+	case len(codes) == 0:
+	case res.Failure == nil || a.abandoned || a.execution == executionNotStarted:
 		// DL-36: a success or an interruption with a cleanup failure
-		// settles as a retryable failure with the cleanup code; a
-		// handler's own error keeps its code.
-		res.Failure = &Failure{Code: codes[0], Message: "attempt cleanup failed: " + strings.Join(codes, ", ")}
+		// settles as a retryable failure with the cleanup code.
+		res.Failure = &Failure{Code: codes[0], Message: cleanupMessage(codes, text, FailureMessageBytesMax)}
 		res.Output, res.FollowUps = nil, nil
+	default:
+		// A handler's own error keeps its code and comes first; the
+		// cleanup failure is recorded beside it.
+		f := *res.Failure
+		f.Message = withCleanup(f.Message, codes, text)
+		res.Failure = &f
 	}
 	if res.Failure != nil {
 		f := *res.Failure
@@ -765,15 +794,64 @@ func (r *Runner) settleAttempt(a *attempt, now time.Time) {
 }
 
 // cleanupCodes returns a's cleanup failure codes (DL-36), led by
-// CodeTerminationCleanupFailed when a termination hook failed.
-func cleanupCodes(a *attempt) []string {
+// CodeTerminationCleanupFailed when a termination hook failed, and the
+// first one's own text.
+func cleanupCodes(a *attempt) (codes []string, first string) {
 	for _, i := range a.hooks {
 		if a.att.term(i).failed() {
-			return append([]string{CodeTerminationCleanupFailed}, a.codes...)
+			return append([]string{CodeTerminationCleanupFailed}, a.codes...), a.hookText
 		}
 	}
-	return a.codes
+	if len(a.codes) == 0 {
+		return nil, ""
+	}
+	return a.codes, a.texts[0]
 }
+
+// cleanupFailed records a cleanup failure with its own text.
+func (a *attempt) cleanupFailed(code, text string) {
+	a.codes = append(a.codes, code)
+	a.texts = append(a.texts, text)
+}
+
+// hookFailed keeps the text of the first termination hook that failed,
+// in run order, naming its middleware.
+func (a *attempt) hookFailed(i int, text string) {
+	if a.hookText == "" {
+		a.hookText = fmt.Sprintf("termination hook of middleware %q %s", a.att.entryName(i), text)
+	}
+}
+
+// cleanupMessage is the settlement text of cleanup failures (DL-36), at
+// most n bytes: "attempt cleanup failed: CODE: its text", then "(also
+// CODE2, ...)" for the others. The first failure's text is what gets cut,
+// so that every code stays.
+func cleanupMessage(codes []string, text string, n int) string {
+	head := "attempt cleanup failed: " + codes[0]
+	var tail string
+	if len(codes) > 1 {
+		tail = " (also " + strings.Join(codes[1:], ", ") + ")"
+	}
+	if room := n - len(head) - len(": ") - len(tail); text != "" && room > 0 {
+		head += ": " + clip(text, room)
+	}
+	return clip(head+tail, n)
+}
+
+// withCleanup appends the cleanup failures to msg, a failure's own text,
+// within [FailureMessageBytesMax]: msg comes first and is never cut for
+// them, and the codes stay in the record's cleanup field anyway.
+func withCleanup(msg string, codes []string, text string) string {
+	msg = clip(msg, FailureMessageBytesMax)
+	const sep = "; "
+	if room := FailureMessageBytesMax - len(msg) - len(sep); room > 0 {
+		msg += sep + cleanupMessage(codes, text, room)
+	}
+	return msg
+}
+
+// stamp formats an instant for a failure's text.
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 // decideSettlement decides the settlement of a's token with result res
 // (res.Token is a's token), annotated with a's audit and cleanup codes,

@@ -3,7 +3,6 @@ package scheduler
 import (
 	"context"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/quire-dev/quire/deadlines"
@@ -135,14 +134,14 @@ func (r *Runner) releaseRevoked(a *attempt, now time.Time) {
 		r.q.unresolved.Add(1) // DL-39: an expired root starts no settlement
 		return
 	}
-	codes := cleanupCodes(a)
+	codes, text := cleanupCodes(a)
 	res := Result{Token: tok, Joined: a.returned}
 	if reason, at, ok := a.att.sig.Reason(); ok {
 		res.Reason, res.ReasonAt = reason.String(), at
 	}
 	msg := "settlement authority revoked at the forced owner cutoff; released by the shutdown"
 	if len(codes) > 0 {
-		msg += " (cleanup: " + strings.Join(codes, ", ") + ")"
+		msg = withCleanup(msg, codes, text)
 	}
 	res.Failure = &Failure{Code: CodeSettlementRevoked, Message: msg, Release: true}
 	r.decideSettlement(now, res, a, codes)
