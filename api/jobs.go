@@ -208,7 +208,7 @@ func (e *Engine) Bury(ctx context.Context, id string) error {
 		return err
 	}
 	return e.controlJob(ctx, id, "only a pending job can be buried", func(m *scheduler.Machine, now time.Time) (scheduler.Decision, error) {
-		return m.Bury(id, CodeBuriedByOperator, MessageBuriedByOperator)
+		return m.Bury(now, id, CodeBuriedByOperator, MessageBuriedByOperator)
 	})
 }
 

@@ -135,6 +135,124 @@ func TestDL44_ExhaustedCrashedAttemptIsBuried(t *testing.T) {
 	b.checkReplay()
 }
 
+// abandonLikeACrash closes b's engine with an expired context: the
+// running attempts are abandoned without a settlement, as by a crash after
+// their attempt_started (DL-44).
+func abandonLikeACrash(b *testBundle) {
+	expired, cancel := context.WithCancel(context.Background())
+	cancel()
+	b.eng.Close(expired)
+}
+
+// WF-20, DL-44: a step job whose attempt a crash lost with no attempts
+// left is buried at recovery, and its workflow fails in the same append,
+// as when a settlement buries it. A Parallel's other branch, lost too,
+// is buried with it, once.
+func TestWF20_DL44_CrashExhaustedStepFailsItsWorkflow(t *testing.T) {
+	b := setup(t, nil)
+	started := make(chan struct{}, 4)
+	block := make(chan struct{})
+	defer close(block)
+	blocked := func(context.Context, *api.Delivery, api.State) (api.State, error) {
+		started <- struct{}{}
+		<-block
+		return nil, nil
+	}
+	def := func(step api.StepFunc) *api.Workflow {
+		return api.NewWorkflow("flow").MaxAttempts(1).Parallel("fan", step, step)
+	}
+	wfRegister(t, b.eng, def(blocked))
+	b.start()
+	id := wfDispatch(b, "flow", api.State{})
+	<-started
+	<-started
+	abandonLikeACrash(b)
+	b.open()
+	ok := func(context.Context, *api.Delivery, api.State) (api.State, error) { return nil, nil }
+	wfRegister(t, b.eng, def(ok))
+	info := wfWant(b, id, api.WorkflowFailed)
+	if !strings.Contains(info.Error, "interrupted by a crash") {
+		t.Fatalf("WF-20: workflow error %q", info.Error)
+	}
+	recs := b.records()
+	if n := countKind(recs, record.KindJobBuried); n != 2 {
+		t.Fatalf("WF-20: %d job_buried, want one per branch", n)
+	}
+	// The first branch's burial and the workflow's failure are one
+	// append: nothing of another stream between them.
+	last := -1
+	for i, r := range recs {
+		if r.Kind() == record.KindJobBuried && last < 0 {
+			last = i
+		}
+	}
+	if k := recs[last+1].Kind(); k != record.KindWorkflowFailed {
+		t.Fatalf("WF-20: %s follows the crash burial, want workflow_failed", k)
+	}
+	b.start()
+	b.idle()
+	wfWant(b, id, api.WorkflowFailed)
+	b.checkReplay()
+}
+
+// WF-20: a lost step job of a workflow that was cancelled meanwhile is
+// buried at recovery, not left pending for good.
+func TestWF20_DL44_LostStepOfACancelledWorkflowIsBuried(t *testing.T) {
+	b := setup(t, nil)
+	started := make(chan struct{}, 1)
+	block := make(chan struct{})
+	defer close(block)
+	wfRegister(t, b.eng, api.NewWorkflow("flow").Then("a", func(context.Context, *api.Delivery, api.State) (api.State, error) {
+		started <- struct{}{}
+		<-block
+		return nil, nil
+	}))
+	b.start()
+	id := wfDispatch(b, "flow", api.State{})
+	<-started
+	if err := b.eng.CancelWorkflow(b.ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	abandonLikeACrash(b)
+	b.open()
+	var job string
+	for _, r := range b.records() {
+		if e, ok := r.Body.(*record.JobEnqueued); ok && e.Handler == "flow/a" {
+			job = e.JobID
+		}
+	}
+	if j := b.wantStatus(job, api.JobBuried); j.LastCode != api.CodeInterruptedByCrash || !strings.Contains(j.LastError, "cancelled") {
+		t.Fatalf("WF-20: the lost step job of a cancelled workflow: %+v", j)
+	}
+	b.checkReplay()
+}
+
+// WF-20, JB-6: an operator's bury of a pending step job fails its workflow
+// in the same append, as a settlement that buries does.
+func TestWF20_JB6_BuryingAStepJobFailsItsWorkflow(t *testing.T) {
+	b := setup(t, nil)
+	ok := func(context.Context, *api.Delivery, api.State) (api.State, error) { return nil, nil }
+	wfRegister(t, b.eng, api.NewWorkflow("flow").Then("a", ok))
+	id := wfDispatch(b, "flow", api.State{}) // not started: step a's job stays pending
+	var job string
+	for _, r := range b.records() {
+		if e, ok := r.Body.(*record.JobEnqueued); ok && e.Handler == "flow/a" {
+			job = e.JobID
+		}
+	}
+	if err := b.eng.Bury(b.ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	if info := wfWant(b, id, api.WorkflowFailed); info.Error != api.MessageBuriedByOperator {
+		t.Fatalf("WF-20: workflow error %q", info.Error)
+	}
+	recs := b.records()
+	if k := recs[len(recs)-1].Kind(); k != record.KindWorkflowFailed {
+		t.Fatalf("WF-20: the bury's append ends with %s", k)
+	}
+	b.checkReplay()
+}
+
 // Recovery parks work whose handler is not registered instead of crashing.
 func TestRecoveryParksUnregisteredHandlers(t *testing.T) {
 	b := setup(t, nil)

@@ -128,12 +128,7 @@ func (m *Machine) Settle(now time.Time, res Result) (Decision, error) {
 	if !res.ReasonAt.IsZero() {
 		out.ReasonAt = res.ReasonAt.UnixNano()
 	}
-	var w *replay.Workflow
-	live := false
-	if j.WorkflowID != "" {
-		w = m.st.Workflows[j.WorkflowID]
-		live = w != nil && w.Step == j.Step && (w.Status == replay.WorkflowRunning || w.Status == replay.WorkflowPaused)
-	}
+	w, live := m.stepOf(j)
 	f := res.Failure
 	if f == nil {
 		summary := replay.Summarize(j)
@@ -212,8 +207,31 @@ func workflowError(w *replay.Workflow) string {
 	return "workflow is " + w.Status.String()
 }
 
-// Bury decides a job_buried for a pending job (JB-6).
-func (m *Machine) Bury(id, code, msg string) (Decision, error) {
+// stepOf returns the workflow of a step job j, and whether j belongs to
+// the step the workflow is at while it is running or paused: only then
+// does what happens to j move the workflow (WF-20).
+func (m *Machine) stepOf(j *replay.Job) (*replay.Workflow, bool) {
+	if j.WorkflowID == "" {
+		return nil, false
+	}
+	w := m.st.Workflows[j.WorkflowID]
+	return w, w != nil && w.Step == j.Step && (w.Status == replay.WorkflowRunning || w.Status == replay.WorkflowPaused)
+}
+
+// buryJob decides a job_buried for the pending job j outside a settlement
+// (an operator's bury, recovery) and, for a step job of its workflow's
+// current step, that workflow's failure in the same append (WF-20), as a
+// settlement that buries does.
+func (m *Machine) buryJob(d *Decision, now time.Time, j *replay.Job, code, msg string) {
+	m.emit(d, j.Stream, &record.JobBuried{JobID: j.ID, Code: code, Error: msg})
+	if w, live := m.stepOf(j); live {
+		m.fail(d, now, w, msg)
+	}
+}
+
+// Bury decides a job_buried for a pending job (JB-6); a step job's
+// workflow fails with it (WF-20).
+func (m *Machine) Bury(now time.Time, id, code, msg string) (Decision, error) {
 	var d Decision
 	j, ok := m.st.Jobs[id]
 	if !ok {
@@ -222,7 +240,7 @@ func (m *Machine) Bury(id, code, msg string) (Decision, error) {
 	if j.Status != replay.JobPending {
 		return d, fmt.Errorf("%w: job %s is %s, only a pending job can be buried", ErrState, id, j.Status)
 	}
-	m.emit(&d, j.Stream, &record.JobBuried{JobID: id, Code: code, Error: msg})
+	m.buryJob(&d, now, j, code, msg)
 	return d, nil
 }
 
@@ -283,7 +301,11 @@ func (m *Machine) ResumeQueue(queue string) Decision {
 // Recover decides the records of startup recovery (DL-44, SD-33): a
 // run_started, which makes the jobs of attempts left open by a crash
 // pending again, and a job_buried for each of those whose consumed count
-// already reached its MaxAttempts. Dispatch starts nothing before it.
+// already reached its MaxAttempts, with its workflow's failure for a step
+// job (WF-20). A lost step job whose workflow has moved on (failed,
+// cancelled, or past its step) is buried too, as its attempt's settlement
+// would have buried it (WF-20); held, it would stay pending for good.
+// Dispatch starts nothing before it.
 func (m *Machine) Recover(now time.Time, runID, version string) (Decision, int) {
 	var d Decision
 	lost := 0
@@ -293,18 +315,33 @@ func (m *Machine) Recover(now time.Time, runID, version string) (Decision, int) 
 		}
 	}
 	m.emit(&d, record.EngineStream, &record.RunStarted{RunID: runID, Version: version, At: now.UnixNano(), Recovered: int64(lost)})
-	var exhausted []*replay.Job
+	var bury []*replay.Job
 	for _, id := range m.st.JobIDs() {
 		j := m.st.Jobs[id]
-		if j.Lost && j.Status == replay.JobPending && j.Consumed >= j.Retry.MaxAttempts {
-			exhausted = append(exhausted, j)
+		if !j.Lost || j.Status != replay.JobPending {
+			continue
+		}
+		if _, live := m.stepOf(j); j.Consumed >= j.Retry.MaxAttempts || j.WorkflowID != "" && !live {
+			bury = append(bury, j)
 		}
 	}
-	sortBySeq(exhausted)
-	for _, j := range exhausted {
+	sortBySeq(bury)
+	for _, j := range bury {
+		if j.Status != replay.JobPending {
+			continue // buried with its workflow by an earlier one
+		}
 		d.cut() // run_started first, then each burial on its own
-		m.emit(&d, j.Stream, &record.JobBuried{JobID: j.ID, Code: CodeInterruptedByCrash,
-			Error: "attempt interrupted by a crash and attempts are exhausted"})
+		w, live := m.stepOf(j)
+		if j.WorkflowID != "" && !live {
+			msg := workflowError(w)
+			if s, ok := m.lookup(j.WorkflowID); w == nil && ok {
+				msg = "workflow is " + s.Status // it left the state: completed or cancelled
+			}
+			m.emit(&d, j.Stream, &record.JobBuried{JobID: j.ID, Code: CodeInterruptedByCrash,
+				Error: "attempt interrupted by a crash; " + msg})
+			continue
+		}
+		m.buryJob(&d, now, j, CodeInterruptedByCrash, "attempt interrupted by a crash and attempts are exhausted")
 	}
 	m.recovered = true
 	m.inflight = 0

@@ -363,7 +363,7 @@ func TestJB5_UniqueEnqueue(t *testing.T) {
 		t.Fatal("a completed job blocked its unique key")
 	}
 	// A buried job does not block either.
-	if _, err := b.take2(b.m.Bury(second, "", "buried by operator")); err != nil {
+	if _, err := b.take2(b.m.Bury(t0, second, "", "buried by operator")); err != nil {
 		t.Fatal(err)
 	}
 	third := b.enqueue(t0, u)
@@ -388,7 +388,7 @@ func TestJB6_Bury(t *testing.T) {
 	b.settle(t0, Result{Token: st.Token, Failure: fail(Retryable)})
 	only(t, b.dispatch(t0), busy)
 
-	d, err := b.take2(b.m.Bury(pending, "", "buried by operator"))
+	d, err := b.take2(b.m.Bury(t0, pending, "", "buried by operator"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -399,11 +399,11 @@ func TestJB6_Bury(t *testing.T) {
 	if j := b.job(pending); j.Status != replay.JobBuried || j.Attempts != 1 || j.Consumed != 1 || j.LastError != "buried by operator" {
 		t.Fatalf("buried job = %+v", j)
 	}
-	d, err = b.m.Bury(busy, "", "buried by operator")
+	d, err = b.m.Bury(t0, busy, "", "buried by operator")
 	refused(t, d, err, ErrState)
-	d, err = b.m.Bury(pending, "", "again")
+	d, err = b.m.Bury(t0, pending, "", "again")
 	refused(t, d, err, ErrState)
-	d, err = b.m.Bury("job_none", "", "x")
+	d, err = b.m.Bury(t0, "job_none", "", "x")
 	refused(t, d, err, ErrNotFound)
 	if st := b.dispatch(ts(time.Hour)); len(st) != 0 {
 		t.Fatalf("started %v with the one worker busy", ids(st))

@@ -161,7 +161,7 @@ func TestRL7_MachineLiveEqualsReplay(t *testing.T) {
 				if j, ok := mm.b.m.State().Jobs[id]; ok {
 					status = j.Status
 				}
-				d, err := mm.b.m.Bury(id, "", "buried by operator")
+				d, err := mm.b.m.Bury(mm.now, id, "", "buried by operator")
 				switch {
 				case status == 0:
 					refused(t, d, err, ErrNotFound)

@@ -188,8 +188,26 @@ func (o *oracle) observe(ctx context.Context, e *api.Engine, now time.Time) ([32
 	if !o.checkMemory(ctx, e) {
 		return live, false
 	}
+	o.checkSteps()
 	o.checkOverdue(now)
 	return live, len(o.violations) == 0
+}
+
+// checkSteps checks WF-20 on the replayed state: a buried job of the step
+// a workflow is at means the workflow failed in the same append, so no
+// running or paused workflow has one.
+func (o *oracle) checkSteps() {
+	for _, id := range o.st.JobIDs() {
+		j := o.st.Jobs[id]
+		if j.WorkflowID == "" || j.Status != replay.JobBuried {
+			continue
+		}
+		if w := o.st.Workflows[j.WorkflowID]; w != nil && w.Step == j.Step &&
+			(w.Status == replay.WorkflowRunning || w.Status == replay.WorkflowPaused) {
+			o.violate("WF-20: step job %s of workflow %s is buried, and the workflow is %s at that step", id, w.ID, w.Status)
+			return
+		}
+	}
 }
 
 // testHookLive, when set by a test, rewrites what the engine reports it

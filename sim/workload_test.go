@@ -55,9 +55,11 @@ func register(w *sim.World) {
 // duration of 0..8 s, drawn from the seed, job and attempt, against a 4 s
 // DeliveryTimeout (P = 3 s, so some attempts time out), and cooperates
 // with its cancellation or ignores it, half the time each (DL-20..DL-26).
+// Workflow "slowflow" has one such step with two attempts, so that crashes
+// lose step attempts and exhaust some (DL-44, WF-20).
 func registerSlow(w *sim.World) {
 	w.Register(func(e *api.Engine) error {
-		return api.Handle(e, "slow", func(ctx context.Context, d *api.Delivery, in msg) error {
+		slow := func(ctx context.Context, d *api.Delivery) error {
 			h := fnv.New64a()
 			fmt.Fprintf(h, "%d/%s/%d", w.Seed(), d.JobID(), d.Attempt())
 			took := time.Duration(h.Sum64()%8000) * time.Millisecond
@@ -69,8 +71,17 @@ func registerSlow(w *sim.World) {
 				return api.Retryable("STOPPED", err)
 			}
 			return nil
+		}
+		if err := api.Handle(e, "slow", func(ctx context.Context, d *api.Delivery, in msg) error {
+			return slow(ctx, d)
 		}, api.MaxAttempts(3), api.DeliveryTimeout(4*time.Second),
-			api.Backoff(api.BackoffPolicy{Kind: api.BackoffFixed, Base: time.Second}))
+			api.Backoff(api.BackoffPolicy{Kind: api.BackoffFixed, Base: time.Second})); err != nil {
+			return err
+		}
+		return e.Register(api.NewWorkflow("slowflow").MaxAttempts(2).
+			Then("s", func(ctx context.Context, d *api.Delivery, st api.State) (api.State, error) {
+				return nil, slow(ctx, d)
+			}, api.DeliveryTimeout(4*time.Second), api.Backoff(api.BackoffPolicy{Kind: api.BackoffFixed, Base: time.Second})))
 	})
 }
 
@@ -86,8 +97,9 @@ func workload(m mix) func(w *sim.World) {
 	}
 }
 
-// flows holds the workflows each world dispatched, for settle.
-var flows = map[*sim.World][]string{}
+// flows holds the workflows each world dispatched, for settle, and
+// slowFlows its slowflow workflows, which wait for no signal.
+var flows, slowFlows = map[*sim.World][]string{}, map[*sim.World][]string{}
 
 // workloadSteps runs m.steps seeded steps.
 func workloadSteps(w *sim.World, m mix) {
@@ -106,7 +118,11 @@ func workloadSteps(w *sim.World, m mix) {
 			case p < m.crash+m.restart+m.stop:
 				shutdownStep(w, r.IntN(3))
 			case p < m.crash+m.restart+m.stop+m.slow:
-				w.Enqueue("slow", msg{N: n})
+				if r.IntN(3) == 0 {
+					slowFlows[w] = append(slowFlows[w], w.Dispatch("slowflow", api.State{"i": n}))
+				} else {
+					w.Enqueue("slow", msg{N: n})
+				}
 				n++
 			case p < m.crash+m.restart+m.stop+m.slow+m.jump:
 				if r.IntN(4) == 0 {
@@ -162,7 +178,9 @@ func settle(w *sim.World) {
 			w.Signal(id, "go", nil)
 		}
 		w.Advance(2 * time.Hour)
-		for _, id := range wfs {
+		slow := slowFlows[w]
+		delete(slowFlows, w)
+		for _, id := range append(wfs, slow...) {
 			if info := w.Workflow(id); !w.Failed() && info.Status != api.WorkflowCompleted && info.Status != api.WorkflowFailed {
 				panic(fmt.Sprintf("workflow %s still %s after the settle phase", id, info.Status))
 			}
