@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/quire-dev/quire/api"
-	"github.com/quire-dev/quire/journal/record"
 )
 
 // An instance is advanced only by the definition whose hash its
@@ -104,12 +103,7 @@ func TestWF2_ChangedDefinitionHoldsStepJobsOfParkedInstance(t *testing.T) {
 	}
 	// Its step job's handler (flow/a) is registered by v2 too, yet the
 	// job is parked with its workflow.
-	stepJob := ""
-	for _, r := range b.records() {
-		if e, ok := r.Body.(*record.JobEnqueued); ok && e.Handler == "flow/a" {
-			stepJob = e.JobID
-		}
-	}
+	stepJob := b.stepJob("flow/a")
 	if j := b.status(stepJob); j.Status != api.JobPending || !j.Parked {
 		t.Fatalf("WF-2: the parked workflow's step job is %s, parked %t; want pending and parked", j.Status, j.Parked)
 	}

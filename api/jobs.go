@@ -140,36 +140,30 @@ func (e *Engine) Status(ctx context.Context, id string) (Job, error) {
 // it decodes as a job, so that a damaged job entry stays an error
 // matching journal.ErrCorrupt.
 func (e *Engine) finishedJob(id string) (replay.JobSummary, bool, error) {
-	b, ok, err := e.j.Index(id)
-	if err != nil || !ok {
-		return replay.JobSummary{}, false, err
-	}
-	k, err := replay.KindOfIndexValue(b)
-	if err != nil || k != replay.IndexJob {
-		return replay.JobSummary{}, false, err
-	}
-	s, err := replay.DecodeSummary(b)
-	if err != nil {
-		return replay.JobSummary{}, false, err
-	}
-	return s, true, nil
+	return finished(e, id, replay.IndexJob, replay.DecodeSummary)
 }
 
 // finishedWorkflow reads workflow id's entry in the terminal index, as
 // [Engine.finishedJob] reads a job's: an entry of another kind is no
 // workflow, a damaged workflow entry is an error.
 func (e *Engine) finishedWorkflow(id string) (replay.WorkflowSummary, bool, error) {
+	return finished(e, id, replay.IndexWorkflow, replay.DecodeWorkflowSummary)
+}
+
+// finished reads id's terminal-index entry if it is of kind, with decode.
+func finished[T any](e *Engine, id string, kind replay.IndexKind, decode func([]byte) (T, error)) (T, bool, error) {
+	var zero T
 	b, ok, err := e.j.Index(id)
 	if err != nil || !ok {
-		return replay.WorkflowSummary{}, false, err
+		return zero, false, err
 	}
 	k, err := replay.KindOfIndexValue(b)
-	if err != nil || k != replay.IndexWorkflow {
-		return replay.WorkflowSummary{}, false, err
+	if err != nil || k != kind {
+		return zero, false, err
 	}
-	s, err := replay.DecodeWorkflowSummary(b)
+	s, err := decode(b)
 	if err != nil {
-		return replay.WorkflowSummary{}, false, err
+		return zero, false, err
 	}
 	return s, true, nil
 }

@@ -215,12 +215,7 @@ func TestWF20_DL44_LostStepOfACancelledWorkflowIsBuried(t *testing.T) {
 	}
 	abandonLikeACrash(b)
 	b.open()
-	var job string
-	for _, r := range b.records() {
-		if e, ok := r.Body.(*record.JobEnqueued); ok && e.Handler == "flow/a" {
-			job = e.JobID
-		}
-	}
+	job := b.stepJob("flow/a")
 	if j := b.wantStatus(job, api.JobBuried); j.LastCode != api.CodeInterruptedByCrash || !strings.Contains(j.LastError, "cancelled") {
 		t.Fatalf("WF-20: the lost step job of a cancelled workflow: %+v", j)
 	}
@@ -234,12 +229,7 @@ func TestWF20_JB6_BuryingAStepJobFailsItsWorkflow(t *testing.T) {
 	ok := func(context.Context, *api.Delivery, api.State) (api.State, error) { return nil, nil }
 	wfRegister(t, b.eng, api.NewWorkflow("flow").Then("a", ok))
 	id := wfDispatch(b, "flow", api.State{}) // not started: step a's job stays pending
-	var job string
-	for _, r := range b.records() {
-		if e, ok := r.Body.(*record.JobEnqueued); ok && e.Handler == "flow/a" {
-			job = e.JobID
-		}
-	}
+	job := b.stepJob("flow/a")
 	if err := b.eng.Bury(b.ctx, job); err != nil {
 		t.Fatal(err)
 	}

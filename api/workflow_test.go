@@ -70,6 +70,22 @@ func wfBodies[T record.Body](recs []journalRecord) []T {
 
 // wfStream returns the record names of stream id (a workflow's own records
 // and those of its step jobs), in journal order.
+// stepJob returns the id of the last job enqueued for handler, such as a
+// step's "flow/a".
+func (b *testBundle) stepJob(handler string) string {
+	b.t.Helper()
+	id := ""
+	for _, r := range b.records() {
+		if e, ok := r.Body.(*record.JobEnqueued); ok && e.Handler == handler {
+			id = e.JobID
+		}
+	}
+	if id == "" {
+		b.t.Fatalf("no job enqueued for %s", handler)
+	}
+	return id
+}
+
 func wfStream(recs []journalRecord, id string) []string {
 	var out []string
 	for _, r := range recs {
