@@ -287,3 +287,22 @@ func ExampleEngine_Ready() {
 	// started: true true
 	// closed: false false
 }
+
+// Live is false once the engine stopped or failed: a process that finds
+// its engine not live should exit, and its next start replays the journal.
+func ExampleEngine_Live() {
+	ctx := context.Background()
+	opts, _ := exampleOptions()
+	eng, err := api.Open(ctx, opts)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(eng.Live(), eng.Lifecycle())
+	if err := eng.Close(ctx); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(eng.Live(), eng.Lifecycle(), eng.Lifecycle().Live())
+	// Output:
+	// true ready
+	// false stopped false
+}
