@@ -81,14 +81,9 @@ func TestOpenNotJournal(t *testing.T) {
 		// reads: refused, and left at its format, which a ratchet would
 		// have made unreadable to the Pebble version that wrote it.
 		fs := vfs.NewMem()
-		db, err := pebble.Open("db", &pebble.Options{FS: fs, FormatMajorVersion: pebble.FormatMinSupported, Logger: quietLogger{}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = db.Set([]byte("foo"), []byte("bar"), pebble.Sync)
-		_ = db.Close()
+		rawEditAt(t, fs, "db", pebble.FormatMinSupported, func(db *pebble.DB) { _ = db.Set([]byte("foo"), []byte("bar"), pebble.Sync) })
 		for _, ro := range []bool{false, true} {
-			_, err = Open("db", Options{FS: fs, Clock: clk, ReadOnly: ro})
+			_, err := Open("db", Options{FS: fs, Clock: clk, ReadOnly: ro})
 			if !errors.Is(err, ErrNotJournal) || !strings.Contains(err.Error(), "db") {
 				t.Fatalf("read-only %v: err %v, want ErrNotJournal naming db", ro, err)
 			}
@@ -127,23 +122,15 @@ func TestOpenRatchetsAnOlderJournal(t *testing.T) {
 	}
 	// Copy every key into a fresh store at the oldest supported format.
 	old := vfs.NewMem()
-	src, err := pebble.Open("db", &pebble.Options{FS: fs, FormatMajorVersion: pebble.FormatNewest, Logger: quietLogger{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dst, err := pebble.Open("db", &pebble.Options{FS: old, FormatMajorVersion: pebble.FormatMinSupported, Logger: quietLogger{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	it, _ := src.NewIter(nil)
-	for it.First(); it.Valid(); it.Next() {
-		_ = dst.Set(it.Key(), it.Value(), nil)
-	}
-	_ = it.Close()
-	_ = src.Close()
-	if err := dst.Close(); err != nil {
-		t.Fatal(err)
-	}
+	rawEdit(t, fs, "db", func(src *pebble.DB) {
+		rawEditAt(t, old, "db", pebble.FormatMinSupported, func(dst *pebble.DB) {
+			it, _ := src.NewIter(nil)
+			for it.First(); it.Valid(); it.Next() {
+				_ = dst.Set(it.Key(), it.Value(), nil)
+			}
+			_ = it.Close()
+		})
+	})
 	j = openJ(t, old, "db", Options{})
 	if got := j.LastSeq(); got != 1 {
 		t.Fatalf("last seq %d, want 1", got)
@@ -190,13 +177,7 @@ func TestOpenRefusesAJournalMissingParts(t *testing.T) {
 			t.Fatal(err)
 		}
 		fs := vfs.NewMem()
-		db, err := pebble.Open("db", &pebble.Options{FS: fs, FormatMajorVersion: pebble.FormatNewest, Logger: quietLogger{}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := db.Close(); err != nil {
-			t.Fatal(err)
-		}
+		rawEdit(t, fs, "db", func(*pebble.DB) {}) // an empty store
 		ls, _ := src.List("db")
 		table := ""
 		for _, name := range ls {
@@ -229,13 +210,7 @@ func TestOpenRefusesAJournalMissingParts(t *testing.T) {
 		// A journal whose creation was cut short before its metadata
 		// was committed: an empty Pebble store, opened again.
 		fs := vfs.NewMem()
-		db, err := pebble.Open("db", &pebble.Options{FS: fs, FormatMajorVersion: pebble.FormatNewest, Logger: quietLogger{}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := db.Close(); err != nil {
-			t.Fatal(err)
-		}
+		rawEdit(t, fs, "db", func(*pebble.DB) {}) // an empty store
 		j := openJ(t, fs, "db", Options{})
 		mustAppend(t, j, debugRec("s1", "kept"))
 		if err := j.Close(); err != nil {
@@ -269,7 +244,13 @@ func TestOpenLockedIsTyped(t *testing.T) {
 // rawEdit opens the store under dir as a plain Pebble DB for f.
 func rawEdit(t testing.TB, fs vfs.FS, dir string, f func(db *pebble.DB)) {
 	t.Helper()
-	db, err := pebble.Open(dir, &pebble.Options{FS: fs, FormatMajorVersion: pebble.FormatNewest, Logger: quietLogger{}})
+	rawEditAt(t, fs, dir, pebble.FormatNewest, f)
+}
+
+// rawEditAt is rawEdit with the store (created if missing) at format.
+func rawEditAt(t testing.TB, fs vfs.FS, dir string, format pebble.FormatMajorVersion, f func(db *pebble.DB)) {
+	t.Helper()
+	db, err := pebble.Open(dir, &pebble.Options{FS: fs, FormatMajorVersion: format, Logger: quietLogger{}})
 	if err != nil {
 		t.Fatalf("raw open: %v", err)
 	}
