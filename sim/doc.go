@@ -138,9 +138,12 @@
 // With [WithT], a world logs its seed, and a failure, the world's own (an
 // oracle violation, an unexpected error) or the test's while the world
 // runs (an assertion through [World.T]), reports the seed, step, trace
-// hash, the journal images and the command to rerun the seed alone:
-// QUIRE_SEED=0x... go test -run <Test> <pkg>. The images are copied under
-// $QUIRE_SIM_OUT/quire-sim-0x<seed> (default the OS temp directory):
+// hash, the journal images and the command to rerun the seed alone, from
+// the package's directory with a -run pattern anchored at every level:
+//
+//	cd <package directory> && QUIRE_SEED=0x... go test -run '^TestX$/^seed=0x...$' .
+//
+// The images are copied under $QUIRE_SIM_OUT/quire-sim-0x<seed> (default the OS temp directory):
 // current/ is the journal at the failure with every write kept (what a
 // process killed there leaves on a disk that loses nothing), and
 // last-crash-image/ what the world's last crash left, which the engine

@@ -87,7 +87,8 @@ func TestFailureReport(t *testing.T) {
 			if want := "seed=0x" + seed; len(fails) != 1 || fails[0][1] != want {
 				t.Fatalf("failed subtests %q, want only %s:\n%s", fails, want, text)
 			}
-			rerun := "rerun: QUIRE_SEED=0x" + seed + " go test -run 'TestReportChild/seed=0x" + seed + "'"
+			dir, _ := os.Getwd()
+			rerun := "rerun: cd " + dir + " && QUIRE_SEED=0x" + seed + " go test -run '^TestReportChild$/^seed=0x" + seed + "$' ."
 			if !strings.Contains(text, rerun) {
 				t.Fatalf("no %q in:\n%s", rerun, text)
 			}

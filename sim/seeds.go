@@ -82,7 +82,7 @@ func Check(t *testing.T, def int, scenario func(w *World), opts ...Option) {
 			}
 			for i := 1; i < len(runs); i++ {
 				if err := Diverge(runs[0], runs[i]); err != nil {
-					t.Fatalf("RL-8: run %d of seed 0x%x diverges from run 0: %v\nrerun: QUIRE_SEED=0x%x go test -run '%s' <pkg>", i, seed, err, seed, t.Name())
+					t.Fatalf("RL-8: run %d of seed 0x%x diverges from run 0: %v\nrerun: %s", i, seed, err, rerunCommand(seed, t.Name()))
 				}
 			}
 			t.Logf("seed 0x%x: trace hash %016x in 3 runs", seed, runs[0].TraceHash())

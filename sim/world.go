@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
+	"os"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -293,8 +296,23 @@ func (w *World) fail(format string, args ...any) {
 // report keeps the world's journal images and describes how to reproduce
 // its failure: the trace hash, where the images are, the rerun command.
 func (w *World) report() string {
-	return fmt.Sprintf("trace hash %016x\n%s\nrerun: QUIRE_SEED=0x%x go test -run '%s' <pkg>",
-		w.trace, w.keepArtifacts(), w.seed, w.cfg.tb.Name())
+	return fmt.Sprintf("trace hash %016x\n%s\nrerun: %s",
+		w.trace, w.keepArtifacts(), rerunCommand(w.seed, w.cfg.tb.Name()))
+}
+
+// rerunCommand is the shell command that runs test (a test's full name,
+// subtests included) alone with seed: from the package's directory, where
+// go test runs a test binary, with a -run pattern anchored at every level.
+func rerunCommand(seed uint64, test string) string {
+	parts := strings.Split(test, "/")
+	for i, p := range parts {
+		parts[i] = "^" + regexp.QuoteMeta(p) + "$"
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		dir = "<package directory>"
+	}
+	return fmt.Sprintf("cd %s && QUIRE_SEED=0x%x go test -run '%s' .", dir, seed, strings.Join(parts, "/"))
 }
 
 // Failed reports whether the world has failed; steps after a failure do
