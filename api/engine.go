@@ -121,13 +121,16 @@ type Engine struct {
 	// (an already-ended ctx before any initiation).
 	crashed bool
 
-	coord       *shutdown.Coordinator
-	runStarted  bool // run_started is acknowledged (set once, in Open)
-	counts      settleCounts
-	initiated   atomic.Bool // the engine installed a shutdown root
-	started     chan struct{}
-	startedOnce sync.Once
-	finishOnce  sync.Once
+	coord      *shutdown.Coordinator
+	runStarted bool // run_started is acknowledged (set once, in Open)
+	counts     settleCounts
+	initiated  atomic.Bool // the engine installed a shutdown root
+	// controlClosed is set on the loop before a shutdown's phase 4
+	// starts: pause, cancel and bury are refused from then on (SD-12).
+	controlClosed atomic.Bool
+	started       chan struct{}
+	startedOnce   sync.Once
+	finishOnce    sync.Once
 }
 
 // Open opens (or creates) the journal in opts.Dir, replays it from the
@@ -487,6 +490,19 @@ func (e *Engine) live() error {
 		return fmt.Errorf("%w: %v", ErrFailStop, e.fatal)
 	}
 	return nil
+}
+
+// untilCloseEvidence wraps fn, a pause, cancel or bury, which SD-12
+// accepts during a shutdown until its phase 4 starts. The check runs on
+// the loop, where the cutoff is set before phase 4's record is decided, so
+// no such record follows it.
+func (e *Engine) untilCloseEvidence(fn func(m *scheduler.Machine, now time.Time) (scheduler.Decision, error)) func(m *scheduler.Machine, now time.Time) (scheduler.Decision, error) {
+	return func(m *scheduler.Machine, now time.Time) (scheduler.Decision, error) {
+		if e.controlClosed.Load() {
+			return scheduler.Decision{}, fmt.Errorf("%w: the shutdown is closing the journal (phase 4)", ErrShuttingDown)
+		}
+		return fn(m, now)
+	}
 }
 
 // submit runs fn on the engine's loop and maps runner errors. It is the

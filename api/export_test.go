@@ -57,3 +57,8 @@ func SetStartupHook(f func(step string) error) { testHookStartup = f }
 // Decided returns the seq of the last record the engine decided,
 // acknowledged or not.
 func Decided(e *Engine) (uint64, error) { return e.r.Decided(context.Background()) }
+
+// SetPhaseStartedHook installs f to run after each shutdown phase's
+// shutdown_phase_started is acknowledged; nil removes it. Tests using it
+// must not run in parallel.
+func SetPhaseStartedHook(f func(phase int)) { testHookPhaseStarted = f }

@@ -10,3 +10,9 @@ var testHookAfterAppend func(seqs []uint64)
 // ("replay", "recover", "ready", "start"); an error it returns fails the
 // step, as an injected startup failure (SD-35).
 var testHookStartup func(step string) error
+
+// testHookPhaseStarted, when set by a test, runs after a shutdown phase's
+// shutdown_phase_started is acknowledged, before the phase acts: a test
+// makes work due there, in the window between the record and the phase's
+// first action.
+var testHookPhaseStarted func(phase int)

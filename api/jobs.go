@@ -193,7 +193,9 @@ func jobFromState(j *replay.Job) Job {
 
 // Bury buries a pending job with the message "buried by operator" (JB-6).
 // A processing, buried or unknown job is refused with a typed error. An
-// ended ctx returns its error and appends nothing (see [Engine]).
+// ended ctx returns its error and appends nothing (see [Engine]). During
+// a shutdown it is accepted until phase 4 starts, then refused with
+// [ErrShuttingDown] (SD-12).
 func (e *Engine) Bury(ctx context.Context, id string) error {
 	if err := idError("job", id); err != nil {
 		return err
@@ -201,9 +203,9 @@ func (e *Engine) Bury(ctx context.Context, id string) error {
 	if err := e.live(); err != nil {
 		return err
 	}
-	return e.controlJob(ctx, id, "only a pending job can be buried", func(m *scheduler.Machine, now time.Time) (scheduler.Decision, error) {
+	return e.controlJob(ctx, id, "only a pending job can be buried", e.untilCloseEvidence(func(m *scheduler.Machine, now time.Time) (scheduler.Decision, error) {
 		return m.Bury(now, id, CodeBuriedByOperator, MessageBuriedByOperator)
-	})
+	}))
 }
 
 // Retry moves a buried job back to pending, available now, with a fresh
@@ -243,7 +245,9 @@ func (e *Engine) RetryBuried(ctx context.Context, queue string) (int, error) {
 // PauseQueue stops attempts of queue from starting; running attempts
 // continue and enqueue is still accepted (JB-8). Pausing a paused queue
 // appends nothing. The pause survives restarts. An ended ctx returns its
-// error and appends nothing (see [Engine]).
+// error and appends nothing (see [Engine]). During a shutdown it is
+// accepted until phase 4 starts, then refused with [ErrShuttingDown]
+// (SD-12).
 func (e *Engine) PauseQueue(ctx context.Context, queue string) error {
 	if err := queueError(queue); err != nil {
 		return err
@@ -251,9 +255,9 @@ func (e *Engine) PauseQueue(ctx context.Context, queue string) error {
 	if err := e.live(); err != nil {
 		return err
 	}
-	return e.submit(ctx, func(m *scheduler.Machine, now time.Time) (scheduler.Decision, error) {
+	return e.submit(ctx, e.untilCloseEvidence(func(m *scheduler.Machine, now time.Time) (scheduler.Decision, error) {
 		return m.PauseQueue(queue), nil
-	})
+	}))
 }
 
 // ResumeQueue resumes a paused queue (JB-8). Resuming a running queue

@@ -222,13 +222,36 @@ func (s shutdownJournal) Append(ctx context.Context, ev shutdown.Event) error {
 	if b == nil {
 		return fmt.Errorf("quire: unknown shutdown event %s", ev.Kind())
 	}
+	if ps, ok := ev.(shutdown.PhaseStarted); ok {
+		s.beforePhase(ctx, ps.Phase)
+	}
 	done := make(chan error, 1)
 	go func() { done <- s.e.r.Note(context.Background(), b) }()
 	select {
 	case err := <-done:
+		if ps, ok := ev.(shutdown.PhaseStarted); ok && err == nil && testHookPhaseStarted != nil {
+			testHookPhaseStarted(int(ps.Phase))
+		}
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// beforePhase does on the loop what must precede a phase's
+// shutdown_phase_started in the journal (SD-12): the dispatcher stops
+// before phase 1's record, so no attempt_started follows it, and pause,
+// cancel and bury are cut off before phase 4's, so none of theirs follows
+// it. What the loop decided before is appended ahead of the record. A
+// stopped runner has nothing left to stop; an ended ctx fails the record's
+// append too.
+func (s shutdownJournal) beforePhase(ctx context.Context, p shutdown.Phase) {
+	e := s.e
+	switch p {
+	case shutdown.PhaseCloseAdmission:
+		_ = e.r.StopAdmission(ctx)
+	case shutdown.PhaseCloseEvidence:
+		_ = e.r.Do(ctx, func(time.Time) { e.controlClosed.Store(true) })
 	}
 }
 

@@ -309,3 +309,130 @@ func TestSD34_LifecycleColumns(t *testing.T) {
 		}
 	}
 }
+
+// phaseRecords returns the journal's records from the start of the last
+// shutdown (its shutdown_initiated) to its report, reopening b's engine to
+// read them.
+func phaseRecords(b *testBundle) []journalRecord {
+	b.t.Helper()
+	b.open()
+	recs := b.records()
+	start := -1
+	for i, r := range recs {
+		if r.Kind() == record.KindShutdownInitiated {
+			start = i
+		}
+	}
+	if start < 0 {
+		b.t.Fatal("no shutdown_initiated")
+	}
+	for i := start; i < len(recs); i++ {
+		if recs[i].Kind() == record.KindShutdownReport {
+			return recs[start : i+1]
+		}
+	}
+	b.t.Fatal("no shutdown_report")
+	return nil
+}
+
+// TestSD12_NoAttemptStartsAfterPhaseOneStarts: a job that comes due right
+// after phase 1's shutdown_phase_started, before the phase has acted, is
+// not started: the dispatcher stops before the record (SD-12, §8).
+func TestSD12_NoAttemptStartsAfterPhaseOneStarts(t *testing.T) {
+	b := setup(t, nil)
+	var rec recorder
+	if err := api.Handle(b.eng, "ok", okHandler(&rec)); err != nil {
+		t.Fatal(err)
+	}
+	b.start()
+	id := b.enqueue("ok", msg{N: 1}, api.Delay(time.Second))
+	api.SetPhaseStartedHook(func(phase int) {
+		if phase == int(shutdown.PhaseCloseAdmission) {
+			b.clk.Advance(time.Second) // the job comes due in the window
+			_ = api.Sync(b.eng)
+		}
+	})
+	defer api.SetPhaseStartedHook(nil)
+	if err := b.eng.Shutdown(b.ctx); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	api.SetPhaseStartedHook(nil)
+	phase1 := false
+	for _, r := range phaseRecords(b) {
+		if p, ok := r.Body.(*record.ShutdownPhaseStarted); ok && p.Phase == int8(shutdown.PhaseCloseAdmission) {
+			phase1 = true
+		}
+		if r.Kind() == record.KindAttemptStarted && phase1 {
+			t.Fatalf("SD-12: attempt_started at seq %d, after phase 1 started", r.Seq)
+		}
+	}
+	if !phase1 {
+		t.Fatal("no phase 1 record")
+	}
+	if j := b.status(id); j.Status != api.JobPending || j.Attempts != 0 {
+		t.Fatalf("SD-12: the job that came due during the shutdown is %s after %d attempts, want pending", j.Status, j.Attempts)
+	}
+}
+
+// TestSD12_PauseCancelBuryUntilPhaseFour: during a shutdown, cancel (like
+// pause, bury and queue pause) is accepted until phase 4 starts; from then
+// on all four are refused with ErrShuttingDown, appending nothing (SD-12).
+func TestSD12_PauseCancelBuryUntilPhaseFour(t *testing.T) {
+	b := setup(t, nil)
+	var rec recorder
+	if err := api.Handle(b.eng, "ok", okHandler(&rec)); err != nil {
+		t.Fatal(err)
+	}
+	wfRegister(t, b.eng, api.NewWorkflow("wait").WaitForSignal("go"))
+	b.start()
+	early, late := wfDispatch(b, "wait", api.State{}), wfDispatch(b, "wait", api.State{})
+	b.idle()
+	job := b.enqueue("ok", msg{}, api.Delay(time.Hour)) // pending, never due here
+	var accepted error
+	var refused []error
+	api.SetPhaseStartedHook(func(phase int) {
+		switch phase {
+		case int(shutdown.PhaseDrain):
+			accepted = b.eng.CancelWorkflow(b.ctx, early)
+		case int(shutdown.PhaseCloseEvidence):
+			refused = append(refused,
+				b.eng.PauseWorkflow(b.ctx, late),
+				b.eng.CancelWorkflow(b.ctx, late),
+				b.eng.Bury(b.ctx, job),
+				b.eng.PauseQueue(b.ctx, "default"))
+		}
+	})
+	defer api.SetPhaseStartedHook(nil)
+	if err := b.eng.Shutdown(b.ctx); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	api.SetPhaseStartedHook(nil)
+	if accepted != nil {
+		t.Fatalf("SD-12: cancel during phase 2: %v", accepted)
+	}
+	if len(refused) != 4 {
+		t.Fatalf("phase 4 hook ran %d calls", len(refused))
+	}
+	for i, err := range refused {
+		if !errors.Is(err, api.ErrShuttingDown) {
+			t.Errorf("SD-12: call %d in phase 4: %v, want ErrShuttingDown", i, err)
+		}
+	}
+	recs := phaseRecords(b)
+	cancelled := 0
+	for _, r := range recs {
+		switch r.Kind() {
+		case record.KindWorkflowCancelled:
+			cancelled++
+		case record.KindWorkflowPaused, record.KindJobBuried, record.KindQueuePaused:
+			t.Errorf("SD-12: %s at seq %d during the shutdown", r.Kind(), r.Seq)
+		}
+	}
+	if cancelled != 1 {
+		t.Fatalf("SD-12: %d workflow_cancelled during the shutdown, want the one of phase 2", cancelled)
+	}
+	if info := wfWant(b, late, api.WorkflowWaitingSignal); info.ID != late {
+		t.Fatal(info)
+	}
+	b.wantStatus(job, api.JobPending)
+}

@@ -213,14 +213,16 @@ func (e *Engine) Signal(ctx context.Context, id, name string, payload State) err
 }
 
 // PauseWorkflow pauses a running workflow (WF-15). An ended ctx returns
-// its error and appends nothing (see [Engine]).
+// its error and appends nothing (see [Engine]). During a shutdown it is
+// accepted until phase 4 starts, then refused with [ErrShuttingDown]
+// (SD-12).
 func (e *Engine) PauseWorkflow(ctx context.Context, id string) error {
 	if err := e.live(); err != nil {
 		return err
 	}
-	return e.mapWorkflowErr(id, e.submit(ctx, func(m *scheduler.Machine, now time.Time) (scheduler.Decision, error) {
+	return e.mapWorkflowErr(id, e.submit(ctx, e.untilCloseEvidence(func(m *scheduler.Machine, now time.Time) (scheduler.Decision, error) {
 		return m.Pause(id)
-	}))
+	})))
 }
 
 // ResumeWorkflow resumes a paused workflow (WF-16). An ended ctx returns
@@ -237,14 +239,15 @@ func (e *Engine) ResumeWorkflow(ctx context.Context, id string) error {
 // CancelWorkflow cancels a running, paused, waiting or failed workflow
 // (WF-17). Running attempts are not interrupted; their results are
 // discarded. Children are not cancelled. An ended ctx returns its error
-// and appends nothing (see [Engine]).
+// and appends nothing (see [Engine]). During a shutdown it is accepted
+// until phase 4 starts, then refused with [ErrShuttingDown] (SD-12).
 func (e *Engine) CancelWorkflow(ctx context.Context, id string) error {
 	if err := e.live(); err != nil {
 		return err
 	}
-	return e.mapWorkflowErr(id, e.submit(ctx, func(m *scheduler.Machine, now time.Time) (scheduler.Decision, error) {
+	return e.mapWorkflowErr(id, e.submit(ctx, e.untilCloseEvidence(func(m *scheduler.Machine, now time.Time) (scheduler.Decision, error) {
 		return m.Cancel(now, id)
-	}))
+	})))
 }
 
 // RetryWorkflow retries a failed workflow: its current step is re-entered

@@ -280,6 +280,12 @@ func (r *Runner) call(ctx context.Context, fn func(now time.Time)) error {
 		done: make(chan error, 1), now: true})
 }
 
+// Do runs fn on the loop and returns once it ran, without waiting for
+// the appends in flight: what the loop decides after fn sees its effect,
+// and what it decided before is appended ahead of anything decided after.
+// ctx is treated as Submit treats it.
+func (r *Runner) Do(ctx context.Context, fn func(now time.Time)) error { return r.call(ctx, fn) }
+
 // send hands o to the loop and waits for its outcome (Submit).
 func (r *Runner) send(ctx context.Context, o op) error {
 	// Checked first: select picks at random among ready cases, and the

@@ -50,6 +50,11 @@ const (
 //     normal exit at or before the hard one, retry delays >= 0);
 //   - live state equals the replay of the acknowledged records.
 type oracle struct {
+	// phase is the last shutdown phase started in the current run, 0
+	// before any: no attempt starts from phase 1 on, and no pause or
+	// cancel is appended from phase 4 on (SD-12).
+	phase int8
+
 	recs  []record.Record
 	shown []string
 	st    *replay.State
@@ -125,7 +130,7 @@ func (o *oracle) reset() {
 	o.delayed = map[string][2]int64{}
 	o.started = map[string]bool{}
 	o.budget = map[uint64]deadlines.Budget{}
-	o.root = deadlines.Root{}
+	o.root, o.phase = deadlines.Root{}, 0
 	o.liveJobs, o.doneJobs = map[string]uint64{}, map[string]uint64{}
 	o.liveWfs, o.doneWfs = map[string]uint64{}, map[string]uint64{}
 }
@@ -444,6 +449,11 @@ func (o *oracle) checkRecord(r record.Record) {
 		// is due any more.
 		o.root = deadlines.Root{}
 		clear(o.open)
+		o.phase = 0
+	case *record.ShutdownPhaseStarted:
+		o.phase = b.Phase
+	case *record.WorkflowPaused, *record.QueuePaused:
+		o.checkControl(r)
 	case *record.ShutdownInitiated:
 		o.root = deadlines.NewRoot(time.Unix(0, b.StartAt), time.Duration(b.TotalNanos))
 		if o.root.G().UnixNano() != b.GracefulAt || o.root.Hr().UnixNano() != b.HardAt {
@@ -456,6 +466,9 @@ func (o *oracle) checkRecord(r record.Record) {
 			o.liveJobs[b.JobID] = r.Seq
 		}
 	case *record.AttemptStarted:
+		if o.phase >= int8(shutdown.PhaseCloseAdmission) {
+			o.violate("SD-12: attempt %d of job %s starts at seq %d, after shutdown phase %d started", b.Attempt, b.JobID, r.Seq, o.phase)
+		}
 		if r.At < o.avail[b.JobID] {
 			o.violate("early: attempt %d of job %s starts at %d, the job is available at %d", b.Attempt, b.JobID, r.At, o.avail[b.JobID])
 		}
@@ -490,6 +503,7 @@ func (o *oracle) checkRecord(r record.Record) {
 		delete(o.liveWfs, b.WorkflowID)
 		o.doneWfs[b.WorkflowID] = r.Seq
 	case *record.WorkflowCancelled:
+		o.checkControl(r)
 		delete(o.liveWfs, b.WorkflowID)
 		o.doneWfs[b.WorkflowID] = r.Seq
 	case *record.WorkflowRetried:
@@ -514,6 +528,14 @@ func (o *oracle) checkRecord(r record.Record) {
 		if o.expired[b.WorkflowID] > 1 {
 			o.violate("workflow %s's deadline fired twice", b.WorkflowID)
 		}
+	}
+}
+
+// checkControl checks a record only an API call appends (pause, cancel):
+// SD-12 accepts those calls during a shutdown until phase 4 starts.
+func (o *oracle) checkControl(r record.Record) {
+	if o.phase >= int8(shutdown.PhaseCloseEvidence) {
+		o.violate("SD-12: %s at seq %d, after shutdown phase %d started", r.Kind(), r.Seq, o.phase)
 	}
 }
 
