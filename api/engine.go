@@ -173,10 +173,18 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	}
 	rng := rand.New(src)
 
-	j, err := journal.Open(opts.Dir, journal.Options{
+	jopts := journal.Options{
 		FS: opts.FS, Clock: clk, RecordBytesMax: opts.RecordBytesMax, DiskSlowThreshold: opts.DiskSlowThreshold,
 		GroupBytesMax: groupBytesMax(opts.RecordBytesMax), UnitBytesMax: unitBytesMax(opts.RecordBytesMax),
-	})
+		UnitRecordsMax: journal.UnitRecordsMaxDefault,
+	}
+	if n := opts.unitRecordsMax; n > 0 {
+		jopts.GroupRecordsMax, jopts.UnitRecordsMax = min(n, journal.GroupRecordsMaxDefault), n
+	}
+	if n := opts.unitBytesMax; n > 0 {
+		jopts.GroupBytesMax, jopts.UnitBytesMax = min(n, jopts.GroupBytesMax), n
+	}
+	j, err := journal.Open(opts.Dir, jopts)
 	if err != nil {
 		return nil, e.rollBack("open journal", fmt.Errorf("quire: open journal %s: %w", opts.Dir, err))
 	}
@@ -202,6 +210,8 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		LookupFunc:      e.lookupWorkflow,
 		IdempotencyFunc: e.lookupIdempotency,
 		StateBytesMax:   opts.PayloadBytesMax,
+		UnitRecordsMax:  jopts.UnitRecordsMax,
+		UnitBytesMax:    jopts.UnitBytesMax,
 	}, st)
 	e.r = scheduler.NewRunner(scheduler.RunnerConfig{
 		Clock:                 clk,

@@ -62,3 +62,8 @@ func Decided(e *Engine) (uint64, error) { return e.r.Decided(context.Background(
 // shutdown_phase_started is acknowledged; nil removes it. Tests using it
 // must not run in parallel.
 func SetPhaseStartedHook(f func(phase int)) { testHookPhaseStarted = f }
+
+// SetUnitCaps lowers the journal's caps on one append, and on one group
+// commit, to records and bytes (0 keeps a default) for an engine opened
+// with o.
+func SetUnitCaps(o *Options, records, bytes int) { o.unitRecordsMax, o.unitBytesMax = records, bytes }

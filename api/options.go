@@ -133,6 +133,11 @@ type Options struct {
 	// and every engine goroutine that may still emit are done (SD-16,
 	// SD-18). Nil means none.
 	Telemetry *OwnedTelemetry
+
+	// unitRecordsMax and unitBytesMax, when set, lower the journal's caps
+	// on one append (and on one group commit) to them, so that tests
+	// reach the caps with a few dozen records. Zero means the default.
+	unitRecordsMax, unitBytesMax int
 }
 
 // QueueOptions are the options of one queue (see [Options.QueueOptions]).

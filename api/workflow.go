@@ -262,6 +262,16 @@ func (w *Workflow) waitSignal(option, mode string, names []string) *Workflow {
 // 1 to [WaitWorkflowsMax] ids, each a workflow id, 1 to 127 bytes. The ids
 // are part of the definition (and of its hash); for ids known only when
 // the workflow runs, use [Workflow.WaitForWorkflowsIn].
+//
+// Any number of workflows may wait for one workflow. When it finishes, the
+// waits it settles move on in the same atomic append as its own last
+// records (WF-11), as long as that append holds under half of the
+// journal's cap on one append (65 536 records; 256 MiB, or 16 ×
+// Options.RecordBytesMax if more). The waits past that point, which only a
+// fan-in of thousands or results of many megabytes reach, move on in
+// appends of their own right after; if the engine stops dispatching first
+// (a shutdown, a crash), in the next run once the waiting workflows'
+// definition is registered.
 func (w *Workflow) WaitForWorkflows(mode WaitMode, ids ...string) *Workflow {
 	name := strconv.Itoa(len(w.steps))
 	if len(ids) == 0 {

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"time"
@@ -54,6 +55,13 @@ type Config struct {
 	// carried by records and by its terminal-index entry, which the
 	// journal bounds (RL-11). Zero means no bound.
 	StateBytesMax int
+	// UnitRecordsMax and UnitBytesMax are the journal's caps on one atomic
+	// append (RL-4), counted as the journal counts them. A workflow that
+	// finishes reacts for its waiters in its own append (WF-11) while
+	// that append holds under half of either cap; the reactions that
+	// would take it past follow in appends of their own, since an append
+	// the journal refuses stops the engine (RL-2). Zero means no bound.
+	UnitRecordsMax, UnitBytesMax int
 }
 
 // IndexEntry sets the terminal-index value of an id in the same append as
@@ -99,6 +107,10 @@ type Decision struct {
 	// unitRecords and unitIndex count the records and index entries that
 	// Units covers.
 	unitRecords, unitIndex int
+	// sizedBytes counts the bytes of the unit that starts at record
+	// sizedFrom, up to record sizedRecords and index entry sizedIndex
+	// (unitSize).
+	sizedFrom, sizedRecords, sizedIndex, sizedBytes int
 }
 
 // Unit is the next Records records and Index index entries of a
@@ -118,6 +130,30 @@ func (d *Decision) cut() {
 	idx := len(d.Index) - d.unitIndex
 	d.Units = append(d.Units, Unit{Records: recs, Index: idx})
 	d.unitRecords, d.unitIndex = len(d.Records), len(d.Index)
+}
+
+// unitSize returns the records and bytes of the unit being decided, as
+// the journal counts them against its caps on one append: envelopes, and
+// index ids and values. Bytes are counted once per record, however often
+// it is called. buf is scratch space for encoding, returned grown.
+func (d *Decision) unitSize(buf []byte) (recs, bytes int, _ []byte) {
+	if d.sizedFrom != d.unitRecords || d.sizedRecords < d.unitRecords || d.sizedIndex < d.unitIndex {
+		d.sizedFrom, d.sizedRecords, d.sizedIndex, d.sizedBytes = d.unitRecords, d.unitRecords, d.unitIndex, 0
+	}
+	for ; d.sizedRecords < len(d.Records); d.sizedRecords++ {
+		// The machine only decides records replay accepts, and the journal
+		// refuses one over its own cap: size alone matters here.
+		p, out, err := record.PrepareAppend(buf[:0], d.Records[d.sizedRecords], math.MaxInt)
+		if err == nil {
+			d.sizedBytes += p.Size()
+			buf = out
+		}
+	}
+	for ; d.sizedIndex < len(d.Index); d.sizedIndex++ {
+		e := d.Index[d.sizedIndex]
+		d.sizedBytes += len(e.ID) + len(e.Value)
+	}
+	return len(d.Records) - d.unitRecords, d.sizedBytes, buf
 }
 
 // AllUnits ends the unit being decided and returns every unit of d, or nil
@@ -185,6 +221,15 @@ type Machine struct {
 	recentIdem map[string]recentIdem
 	// queueBuf is queues' result, reused by every Dispatch.
 	queueBuf []string
+	// deferred holds, in order, the waiters whose reaction to a finished
+	// workflow did not fit in its append (react); Dispatch settles each
+	// in an append of its own. deferredSet holds the same ids. Those left
+	// when a run ends are settled in the next, when their definition is
+	// registered ([Machine.WorkflowRegistered] checks every wait).
+	deferred    []string
+	deferredSet map[string]bool
+	// sizeBuf is unitSize's scratch space.
+	sizeBuf []byte
 }
 
 type recentWorkflow struct {
@@ -219,7 +264,8 @@ func NewMachine(cfg Config, st *replay.State) *Machine {
 	}
 	m := &Machine{cfg: cfg, st: st, x: newIndex(), nextSeq: st.LastSeq + 1,
 		waiters: make(map[string][]string), handling: make(map[uint64]bool),
-		recent: make(map[string]recentWorkflow), recentIdem: make(map[string]recentIdem)}
+		recent: make(map[string]recentWorkflow), recentIdem: make(map[string]recentIdem),
+		deferredSet: make(map[string]bool)}
 	for _, id := range st.JobIDs() {
 		m.place(st.Jobs[id])
 	}
@@ -430,6 +476,7 @@ func (m *Machine) Dispatch(now time.Time) Decision {
 		return d
 	}
 	m.fireDelays(&d, now)
+	m.settleDeferred(&d, now)
 	m.promote(now)
 	if m.inflight >= m.cfg.Workers {
 		return d

@@ -419,6 +419,16 @@ func (m *Machine) react(d *Decision, now time.Time, w *replay.Workflow, status r
 			keep = append(keep, id)
 			continue
 		}
+		if m.unitHalfFull(d) {
+			// x's reaction could take this append past what the journal
+			// commits atomically (RL-4), and a refused append stops the
+			// engine (RL-2): x settles in an append of its own, right
+			// after (settleDeferred), or in the next run if this one
+			// stops dispatching first.
+			m.deferWait(x.ID)
+			keep = append(keep, id)
+			continue
+		}
 		if !m.settleWorkflowsWait(d, now, x, &def.Steps[x.Step], x.Wait.Workflows, true) {
 			keep = append(keep, id)
 		}
@@ -428,6 +438,55 @@ func (m *Machine) react(d *Decision, now time.Time, w *replay.Workflow, status r
 	} else {
 		m.waiters[w.ID] = keep
 	}
+}
+
+// unitHalfFull reports whether the unit being decided holds half of the
+// journal's cap on one append, in records or in bytes. Under half, one
+// more waiter's reaction fits: a workflow definition's largest transition
+// takes far less than the other half (see the api package's limits), and
+// the reactions it sets off for waiters of its own are checked here too.
+func (m *Machine) unitHalfFull(d *Decision) bool {
+	if m.cfg.UnitRecordsMax <= 0 && m.cfg.UnitBytesMax <= 0 {
+		return false
+	}
+	recs, bytes, buf := d.unitSize(m.sizeBuf)
+	m.sizeBuf = buf[:0]
+	return (m.cfg.UnitRecordsMax > 0 && recs >= m.cfg.UnitRecordsMax/2) ||
+		(m.cfg.UnitBytesMax > 0 && bytes >= m.cfg.UnitBytesMax/2)
+}
+
+// deferWait queues the wait of workflow id to be checked in an append of
+// its own (settleDeferred).
+func (m *Machine) deferWait(id string) {
+	if !m.deferredSet[id] {
+		m.deferredSet[id] = true
+		m.deferred = append(m.deferred, id)
+	}
+}
+
+// settleDeferred settles the deferred waits (react), in order, each in a
+// unit of its own (WF-7). A wait that is no longer waiting, or not
+// settled yet, decides nothing; one whose definition is not registered
+// stays a waiter, as in react.
+func (m *Machine) settleDeferred(d *Decision, now time.Time) {
+	// Settling may defer more (a waiter that finishes has waiters of its
+	// own): the loop runs until none is left.
+	for i := 0; i < len(m.deferred); i++ {
+		id := m.deferred[i]
+		delete(m.deferredSet, id)
+		x := m.st.Workflows[id]
+		if x == nil || x.Status != replay.WorkflowWaitingWorkflows || x.Wait == nil {
+			continue
+		}
+		def := m.defOf(x)
+		if def == nil || int(x.Step) >= len(def.Steps) {
+			continue
+		}
+		d.cut()
+		m.settleWorkflowsWait(d, now, x, &def.Steps[x.Step], x.Wait.Workflows, true)
+	}
+	clear(m.deferred)
+	m.deferred = m.deferred[:0]
 }
 
 func contains(xs []string, s string) bool {

@@ -120,3 +120,36 @@ func TestRL11_RecoverCutsAUnitPerBurial(t *testing.T) {
 		t.Fatalf("units %v, want %v (%v)", got, want, kinds(d))
 	}
 }
+
+// RL-4: unitSize counts the unit being decided, envelopes and index
+// entries as the journal counts them against its cap, and starts again
+// after each cut and merge.
+func TestRL4_UnitSizeCountsTheOpenUnit(t *testing.T) {
+	t.Parallel()
+	one, err := record.Prepare(record.Record{Stream: record.EngineStream, Body: &record.Debug{Code: "X"}}, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry := len("job_x") + 1
+	d := debugs(2, true)
+	if recs, bytes, _ := d.unitSize(nil); recs != 2 || bytes != 2*(one.Size()+entry) {
+		t.Fatalf("two records: %d records, %d bytes; want 2, %d", recs, bytes, 2*(one.Size()+entry))
+	}
+	more := debugs(1, false)
+	d.Records = append(d.Records, more.Records...)
+	if recs, bytes, _ := d.unitSize(nil); recs != 3 || bytes != 3*one.Size()+2*entry {
+		t.Fatalf("one more record: %d records, %d bytes; want 3, %d", recs, bytes, 3*one.Size()+2*entry)
+	}
+	d.cut()
+	if recs, bytes, _ := d.unitSize(nil); recs != 0 || bytes != 0 {
+		t.Fatalf("after a cut: %d records, %d bytes; want 0, 0", recs, bytes)
+	}
+	d.Records = append(d.Records, debugs(1, false).Records...)
+	if recs, bytes, _ := d.unitSize(nil); recs != 1 || bytes != one.Size() {
+		t.Fatalf("a record after the cut: %d records, %d bytes; want 1, %d", recs, bytes, one.Size())
+	}
+	d.merge(debugs(1, true))
+	if recs, bytes, _ := d.unitSize(nil); recs != 1 || bytes != one.Size()+entry {
+		t.Fatalf("after a merge: %d records, %d bytes; want 1, %d", recs, bytes, one.Size()+entry)
+	}
+}

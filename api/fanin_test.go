@@ -1,0 +1,183 @@
+package api_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/quire-dev/quire/api"
+	"github.com/quire-dev/quire/journal/record"
+	"github.com/quire-dev/quire/shutdown"
+)
+
+// The fan-in tests lower the journal's cap on one append to
+// fanInUnitRecords records, so that the reactions of fanInWaiters
+// workflows waiting on one target (three records each: workflow_resumed,
+// step_completed, the next step's job_enqueued) cannot all go in the
+// target's own append. Without the engine splitting them, the journal
+// refuses that append and the engine stops (RL-2).
+const (
+	fanInUnitRecords = 40
+	fanInWaiters     = 30
+)
+
+// fanIn opens an engine with the lowered cap and registers, through the
+// returned register, a "waiter" workflow that waits for the ids under
+// "dep", puts the result under "r" and then runs one step, and the given
+// target workflow.
+func fanIn(t *testing.T, target *api.Workflow) (*testBundle, func(*api.Engine)) {
+	t.Helper()
+	b := setup(t, func(o *api.Options) { api.SetUnitCaps(o, fanInUnitRecords, 0) })
+	register := func(e *api.Engine) {
+		wfRegister(t, e, target)
+		wfRegister(t, e, api.NewWorkflow("waiter").WaitForWorkflowsIn(api.All(), "dep").Into("r").
+			Then("after", wfReturn(api.State{"done": true})))
+	}
+	register(b.eng)
+	return b, register
+}
+
+// dispatchWaiters dispatches fanInWaiters waiters on target and checks
+// that each waits for it: a wait step is entered in the dispatch's own
+// append (WF-11).
+func dispatchWaiters(b *testBundle, target string) []string {
+	b.t.Helper()
+	ids := make([]string, fanInWaiters)
+	for i := range ids {
+		ids[i] = wfDispatch(b, "waiter", api.State{"dep": []string{target}})
+	}
+	for _, id := range ids {
+		wfWant(b, id, api.WorkflowWaitingWorkflows)
+	}
+	return ids
+}
+
+// wantWaitersDone checks that every waiter completed with target's
+// outcome under "r" (WF-7).
+func wantWaitersDone(b *testBundle, target string, waiters []string) {
+	b.t.Helper()
+	for _, id := range waiters {
+		info := wfWant(b, id, api.WorkflowCompleted)
+		r, _ := info.State["r"].(map[string]any)
+		dep, _ := r[target].(map[string]any)
+		if dep["status"] != "completed" || info.State["done"] != true {
+			b.t.Fatalf("waiter %s ended with state %v, want r[%s].status completed and done", id, info.State, target)
+		}
+	}
+}
+
+// resumedWaiters returns how many of recs resume a waiter.
+func resumedWaiters(recs []journalRecord, waiters []string) int {
+	is := make(map[string]bool, len(waiters))
+	for _, id := range waiters {
+		is[id] = true
+	}
+	n := 0
+	for _, r := range wfBodies[*record.WorkflowResumed](recs) {
+		if is[r.WorkflowID] {
+			n++
+		}
+	}
+	return n
+}
+
+// TestWF7_RL4_FanInLargerThanOneAppend: a workflow finishing with more
+// waiters than one append holds reacts for as many as fit in its own
+// append (WF-11) and for the rest in appends right after; the engine
+// stays live and every waiter gets the outcome (WF-7).
+func TestWF7_RL4_FanInLargerThanOneAppend(t *testing.T) {
+	b, _ := fanIn(t, api.NewWorkflow("target").WaitForSignal("go"))
+	b.start()
+	target := wfDispatch(b, "target", api.State{})
+	waiters := dispatchWaiters(b, target)
+	if err := b.eng.Signal(b.ctx, target, "go", nil); err != nil {
+		t.Fatalf("signal: %v", err)
+	}
+	b.idle()
+	if !b.eng.Live() {
+		t.Fatal("the engine stopped after the target finished")
+	}
+	wfWant(b, target, api.WorkflowCompleted)
+	wantWaitersDone(b, target, waiters)
+
+	// The target's append holds the first reactions (WF-11), up to half
+	// the cap: its own records come first, the waiters' right after.
+	recs := b.records()
+	done := -1
+	for i, r := range recs {
+		if c, ok := r.Body.(*record.WorkflowCompleted); ok && c.WorkflowID == target {
+			done = i
+		}
+	}
+	if done < 0 {
+		t.Fatal("no workflow_completed for the target")
+	}
+	if resumedWaiters(recs[done+1:done+2], waiters) != 1 {
+		t.Fatalf("WF-11: the record after the target's workflow_completed is %s, want a waiter's workflow_resumed", recs[done+1].Kind())
+	}
+	b.checkReplay()
+}
+
+// TestWF7_DeferredReactionsSettleAfterRestart: a target that finishes
+// during a shutdown, once dispatch has stopped, reacts in its own append
+// for the waiters that fit; the others are settled by the next run,
+// which checks every wait with a finished dependency when it opens.
+func TestWF7_DeferredReactionsSettleAfterRestart(t *testing.T) {
+	release := make(chan struct{})
+	b, register := fanIn(t, api.NewWorkflow("target").Then("t", func(ctx context.Context, _ *api.Delivery, _ api.State) (api.State, error) {
+		<-release
+		return nil, nil
+	}))
+	b.start()
+	target := wfDispatch(b, "target", api.State{})
+	waiters := dispatchWaiters(b, target)
+	// The target's step is running; it returns once phase 1 has stopped
+	// dispatch, so that nothing in this run settles the waits left over.
+	api.SetPhaseStartedHook(func(phase int) {
+		if phase == int(shutdown.PhaseCloseAdmission) {
+			close(release)
+		}
+	})
+	defer api.SetPhaseStartedHook(nil)
+	if err := b.eng.Shutdown(b.ctx); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	api.SetPhaseStartedHook(nil)
+
+	b.open()
+	recs := b.records()
+	if n := resumedWaiters(recs, waiters); n == 0 || n >= fanInWaiters {
+		t.Fatalf("%d of %d waiters resumed in the run the target finished in, want some, not all", n, fanInWaiters)
+	}
+	register(b.eng)
+	b.start()
+	b.idle()
+	wfWant(b, target, api.WorkflowCompleted)
+	wantWaitersDone(b, target, waiters)
+	b.checkReplay()
+}
+
+// TestWF7_RL4_FanInOfLargeResults: as TestWF7_RL4_FanInLargerThanOneAppend,
+// with the journal's cap on one append's bytes reached first: each waiter
+// gets the target's public state of about 30 KiB under its result key.
+func TestWF7_RL4_FanInOfLargeResults(t *testing.T) {
+	b := setup(t, func(o *api.Options) {
+		o.RecordBytesMax = api.RecordBytesMin
+		api.SetUnitCaps(o, 0, 512<<10) // 30 results take 900 KiB; 8 take half
+	})
+	wfRegister(t, b.eng, api.NewWorkflow("target").WaitForSignal("go"))
+	wfRegister(t, b.eng, api.NewWorkflow("waiter").WaitForWorkflowsIn(api.All(), "dep").Into("r").
+		Then("after", wfReturn(api.State{"done": true})))
+	b.start()
+	target := wfDispatch(b, "target", api.State{"big": strings.Repeat("x", 30<<10)})
+	waiters := dispatchWaiters(b, target)
+	if err := b.eng.Signal(b.ctx, target, "go", nil); err != nil {
+		t.Fatalf("signal: %v", err)
+	}
+	b.idle()
+	if !b.eng.Live() {
+		t.Fatal("the engine stopped after the target finished")
+	}
+	wantWaitersDone(b, target, waiters)
+	b.checkReplay()
+}
