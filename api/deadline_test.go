@@ -1251,3 +1251,40 @@ func TestWD10_ObligationWithoutRegisteredHandlerFinishesNotRegistered(t *testing
 	}
 	b.checkReplay()
 }
+
+// TestWD10_ParkedWorkflowExpiresWithItsOwnHandler: workflow_started
+// records the definition's on-deadline handler (WD-2), so a workflow whose
+// definition is not registered in this process at its expiry (here, a
+// changed definition parks it) still gets its own handler called with its
+// public state (WD-10); the changed definition's handler is not called.
+func TestWD10_ParkedWorkflowExpiresWithItsOwnHandler(t *testing.T) {
+	b := setup(t, nil)
+	spy := newSpy()
+	spy.register(t, b.eng, "cleanup")
+	wfRegister(t, b.eng, api.NewWorkflow("import").Delay(time.Hour).MustCompleteWithin(time.Minute).OnDeadline("cleanup"))
+	b.start()
+	id := wfDispatch(b, "import", api.State{"source": "s3://bucket/x", "_token": "k1"})
+	b.reopen(func(e *api.Engine) {
+		spy.register(t, e, "cleanup")
+		other := newSpy()
+		other.register(t, e, "cleanup_v2")
+		wfRegister(t, e, api.NewWorkflow("import").Delay(2*time.Hour).MustCompleteWithin(time.Minute).OnDeadline("cleanup_v2"))
+	})
+	b.start()
+	b.idle()
+	if info := wfInfo(b, id); !info.Parked {
+		t.Fatalf("workflow %s is not parked under the changed definition", id)
+	}
+	b.advance(time.Minute)
+	wdFailedByDeadline(b, id)
+	if got := strings.Join(spy.rec.get(), "|"); got != "map[source:s3://bucket/x]" {
+		t.Fatalf("WD-10: the workflow's own handler got %q, want its public state once", got)
+	}
+	recs := b.records()
+	x := wdOneExpiry(b, id, "check", t0.Add(time.Minute), t0.Add(time.Minute))
+	fin := wfBodies[*record.DeadlineHandlerFinished](recs)
+	if x.Handler != "cleanup" || len(fin) != 1 || fin[0].Outcome != "ok" {
+		t.Fatalf("WD-10: expiry handler %q, finished %+v; want cleanup, ok", x.Handler, fin)
+	}
+	b.checkReplay()
+}

@@ -323,8 +323,11 @@ type WorkflowInfo struct {
 	// registered under its name with another hash than DefinitionHash
 	// (the definition changed). Status stays what the journal says, but
 	// the engine decides nothing from the definition for it: no step is
-	// entered, no wait settles (signals are stored), no step job starts,
-	// and a deadline expiry runs no on-deadline handler. Registering the
+	// entered, no wait settles (signals are stored), no step job starts.
+	// Its deadline still expires, and calls the on-deadline handler its
+	// own definition named, which workflow_started records (on_deadline;
+	// a workflow whose record lacks it, written by an earlier build,
+	// calls none). Registering the
 	// definition with that hash lets it go on: at once if its name is not
 	// registered yet, else in a process that registers it (a name
 	// registers once per process). Like [Job].Parked, it is not a journal

@@ -89,8 +89,12 @@ type Workflow struct {
 	Step           int32
 	// State is the canonical msgpack map of the whole state, private keys
 	// included (WF-12).
-	State          []byte
-	DeadlineAt     int64 // 0: no deadline (WD-4)
+	State      []byte
+	DeadlineAt int64 // 0: no deadline (WD-4)
+	// OnDeadline is the on-deadline handler workflow_started recorded
+	// (WD-2), "" if it recorded none. Omitted from the encoding when
+	// empty, so that states without one encode as before it existed.
+	OnDeadline     string `msgpack:",omitempty"`
 	IdempotencyKey string
 	ParentID       string
 	ParentStep     int32
@@ -173,7 +177,7 @@ func applyWorkflow(s *State, r record.Record) (bool, error) {
 		w := &Workflow{
 			ID: b.WorkflowID, Name: b.Name, DefinitionHash: b.DefinitionHash, Steps: b.Steps,
 			StartSeq: r.Seq, StartedAt: b.At, Status: WorkflowRunning, State: b.State,
-			DeadlineAt: b.DeadlineAt, IdempotencyKey: b.IdempotencyKey,
+			DeadlineAt: b.DeadlineAt, OnDeadline: b.OnDeadline, IdempotencyKey: b.IdempotencyKey,
 			ParentID: b.ParentID, ParentStep: b.ParentStep,
 		}
 		s.Workflows[w.ID] = w

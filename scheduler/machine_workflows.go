@@ -117,13 +117,15 @@ func (m *Machine) StartWorkflow(now time.Time, req DispatchRequest) (Decision, s
 func (m *Machine) startWorkflow(d *Decision, now time.Time, def *WorkflowDef, state []byte, idem, parent string, parentStep int32) string {
 	id := m.cfg.NewIDFunc("wf_", now)
 	var deadlineAt int64
+	var onDeadline string
 	if def.Deadline > 0 {
 		deadlineAt = now.Add(def.Deadline).UnixNano() // WD-3
+		onDeadline = def.OnDeadline
 	}
 	m.emit(d, id, &record.WorkflowStarted{
 		WorkflowID: id, Name: def.Name, DefinitionHash: def.Hash, Steps: int32(len(def.Steps)),
 		State: state, At: now.UnixNano(), DeadlineAt: deadlineAt, IdempotencyKey: idem,
-		ParentID: parent, ParentStep: parentStep,
+		ParentID: parent, ParentStep: parentStep, OnDeadline: onDeadline,
 	})
 	if idem != "" {
 		if v, err := replay.EncodeIdempotent(replay.Idempotent{WorkflowID: id, Name: def.Name}); err == nil {
@@ -356,12 +358,14 @@ func (m *Machine) expire(d *Decision, now time.Time, w *replay.Workflow, by stri
 	m.emit(d, w.ID, &record.WorkflowFailed{WorkflowID: w.ID, Step: w.Step, Error: MsgDeadlineExceeded, At: now.UnixNano()})
 	// The expiry itself needs no definition (WD-5 reads the status and
 	// deadline_at, both recorded), so a parked workflow expires too. Its
-	// handler is its own definition's OnDeadline (WD-2): another
-	// definition's handler would be called with a state it does not
-	// describe, so a parked workflow expires with none, as one whose
-	// definition is not registered.
-	handler := ""
-	if def := m.defOf(w); def != nil {
+	// handler is its own definition's OnDeadline (WD-2), which
+	// workflow_started recorded: a parked workflow's handler is called
+	// too, or recorded not_registered if the handler is not (WD-10).
+	// Workflows started before the name was recorded take it from their
+	// definition; a parked one of those expires with none, since another
+	// definition's handler would get a state it does not describe.
+	handler := w.OnDeadline
+	if def := m.defOf(w); handler == "" && def != nil {
 		handler = def.OnDeadline
 	}
 	m.emit(d, w.ID, &record.WorkflowDeadlineExceeded{WorkflowID: w.ID, DeadlineAt: w.DeadlineAt,

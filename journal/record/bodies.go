@@ -162,6 +162,11 @@ type WorkflowStarted struct {
 	IdempotencyKey string `msgpack:"idempotency_key,omitempty"`
 	ParentID       string `msgpack:"parent_id,omitempty"`
 	ParentStep     int32  `msgpack:"parent_step"`
+	// OnDeadline names the on-deadline handler of the workflow's own
+	// definition (WD-2), with a deadline only, so that an expiry calls it
+	// even where that definition is not registered (WD-10). Journals
+	// written before it was recorded leave it empty.
+	OnDeadline string `msgpack:"on_deadline,omitempty"`
 }
 
 // StepCompleted completes step Step and moves the workflow to Next (WF-3).
