@@ -244,13 +244,16 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	if err := startupStep("recover"); err != nil {
 		return nil, e.rollBack("recover", err)
 	}
-	var interrupted *replay.Run
 	err = e.r.Submit(ctx, func(m *scheduler.Machine, now time.Time) (scheduler.Decision, error) {
+		var notes []record.Body
 		if prev := m.State().LastRun(); prev != nil && prev.Shutdown.Initiated != nil && prev.Shutdown.Report == nil {
-			cp := *prev
-			interrupted = &cp
+			// SD-36: say so, invent no report; attempts it left open are
+			// handled by Recover (DL-44). In run_started's own append: the
+			// next run would see this one, not prev.
+			notes = append(notes, &record.Debug{Subject: prev.RunID, Code: CodeShutdownInterrupted,
+				Message: fmt.Sprintf("run %s initiated a shutdown (%s) and has no shutdown report", prev.RunID, prev.Shutdown.Initiated.Trigger)})
 		}
-		d, lost := m.Recover(now, runID, Version)
+		d, lost := m.Recover(now, runID, Version, notes...)
 		e.stats.Recovered = lost
 		return d, nil
 	})
@@ -260,15 +263,6 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	// run_started is acknowledged: the journal holds this run, and the
 	// shutdown records of a rollback belong to it.
 	e.runStarted = true
-	if prev := interrupted; prev != nil {
-		// SD-36: say so, invent no report; attempts it left open were
-		// handled by Recover (DL-44).
-		err = e.r.Note(ctx, &record.Debug{Subject: prev.RunID, Code: CodeShutdownInterrupted,
-			Message: fmt.Sprintf("run %s initiated a shutdown (%s) and has no shutdown report", prev.RunID, prev.Shutdown.Initiated.Trigger)})
-		if err != nil {
-			return nil, e.rollBack("recover", fmt.Errorf("quire: recover %s: %w", opts.Dir, err))
-		}
-	}
 	if err := startupStep("ready"); err != nil {
 		return nil, e.rollBack("ready", err)
 	}

@@ -266,6 +266,74 @@ func TestSD36_InterruptedShutdownIsNotedAtRecovery(t *testing.T) {
 	}
 }
 
+// TestSD36_NoteIsInRunStartedsAppend: the SD-36 debug record goes in the
+// same append as the recovering run's run_started. A crash right after
+// that append leaves both or neither: the run after it would see the
+// recovering run, whose shutdown is not initiated, and never note the
+// interrupted one.
+func TestSD36_NoteIsInRunStartedsAppend(t *testing.T) {
+	b := setup(t, nil)
+	b.start()
+	res := make(chan error, 1)
+	started, release := blocking(t, b.eng)
+	b.enqueue("block", msg{})
+	<-started
+	go func() { res <- b.eng.Shutdown(b.ctx) }()
+	awaitInitiated(b.eng)
+	for countKind(b.records(), record.KindShutdownInitiated) == 0 {
+		runtime.Gosched()
+	}
+	interrupted := b.fs.CrashClone(vfs.CrashCloneCfg{}) // dies mid-shutdown
+	close(release)
+	if err := <-res; err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+
+	// The next run dies right after its first append, run_started's.
+	var afterRecovery *vfs.MemFS
+	api.SetAfterAppendHook(func([]uint64) {
+		if afterRecovery == nil {
+			afterRecovery = interrupted.CrashClone(vfs.CrashCloneCfg{})
+		}
+	})
+	opts := b.opts
+	opts.FS = interrupted
+	eng, err := api.Open(b.ctx, opts)
+	api.SetAfterAppendHook(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng.Close(b.ctx)
+	if afterRecovery == nil {
+		t.Fatal("no append at recovery")
+	}
+	opts.FS = afterRecovery
+	eng, err = api.Open(b.ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close(b.ctx)
+	var recs []journalRecord
+	it := api.JournalOf(eng).Scan(1, ^uint64(0))
+	for it.Next() {
+		recs = append(recs, it.Record())
+	}
+	it.Close()
+	st := foldRecords(t, recs)
+	if len(st.Runs) != 3 {
+		t.Fatalf("%d runs, want 3", len(st.Runs))
+	}
+	var noted []string
+	for _, d := range wfBodies[*record.Debug](recs) {
+		if d.Code == api.CodeShutdownInterrupted {
+			noted = append(noted, d.Subject)
+		}
+	}
+	if len(noted) != 1 || noted[0] != st.Runs[0].RunID {
+		t.Fatalf("SD-36: interrupted shutdowns noted for runs %v, want [%s] (runs %+v)", noted, st.Runs[0].RunID, st.Runs)
+	}
+}
+
 // TestSD34_LiveAndReadyFollowTheLifecycle walks an engine through the
 // states of SD-34's table and checks the Live and Ready columns, through
 // the methods and through Snapshot.

@@ -305,8 +305,12 @@ func (m *Machine) ResumeQueue(queue string) Decision {
 // job (WF-20). A lost step job whose workflow has moved on (failed,
 // cancelled, or past its step) is buried too, as its attempt's settlement
 // would have buried it (WF-20); held, it would stay pending for good.
-// Dispatch starts nothing before it.
-func (m *Machine) Recover(now time.Time, runID, version string) (Decision, int) {
+// Dispatch starts nothing before it. notes are engine-stream records to
+// append right after run_started, atomically with it, such as the debug
+// record of SD-36: appended later, a crash in between would lose them for
+// good, since the next run would find this one, not the one they are
+// about.
+func (m *Machine) Recover(now time.Time, runID, version string, notes ...record.Body) (Decision, int) {
 	var d Decision
 	lost := 0
 	for _, id := range m.st.JobIDs() {
@@ -315,6 +319,9 @@ func (m *Machine) Recover(now time.Time, runID, version string) (Decision, int) 
 		}
 	}
 	m.emit(&d, record.EngineStream, &record.RunStarted{RunID: runID, Version: version, At: now.UnixNano(), Recovered: int64(lost)})
+	for _, b := range notes {
+		m.emit(&d, record.EngineStream, b)
+	}
 	var bury []*replay.Job
 	for _, id := range m.st.JobIDs() {
 		j := m.st.Jobs[id]
