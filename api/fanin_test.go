@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 
@@ -10,24 +11,36 @@ import (
 	"github.com/quire-dev/quire/shutdown"
 )
 
-// The fan-in tests lower the journal's cap on one append to
-// fanInUnitRecords records, so that the reactions of fanInWaiters
-// workflows waiting on one target (three records each: workflow_resumed,
-// step_completed, the next step's job_enqueued) cannot all go in the
-// target's own append. Without the engine splitting them, the journal
-// refuses that append and the engine stops (RL-2).
+// The fan-in tests lower the journal's cap on one append to 40 records,
+// so that the reactions of 30 workflows waiting on one target (three
+// records each: workflow_resumed, step_completed, the next step's
+// job_enqueued) cannot all go in the target's own append. Without the
+// engine splitting them, the journal refuses that append and the engine
+// stops (RL-2).
 const (
 	fanInUnitRecords = 40
 	fanInWaiters     = 30
 )
 
-// fanIn opens an engine with the lowered cap and registers, through the
+// fanInScale returns the cap and the waiters of
+// TestWF7_RL4_FanInLargerThanOneAppend: with QUIRE_LONG=1 it keeps the
+// journal's own cap (65 536 records) and has 22 000 waiters (about 30 s
+// on 2 cores).
+func fanInScale() (unitRecords, waiters int) {
+	if os.Getenv("QUIRE_LONG") == "1" {
+		return 0, 22_000
+	}
+	return fanInUnitRecords, fanInWaiters
+}
+
+// fanIn opens an engine with the cap on one append's records lowered to
+// unitRecords (0: the journal's own) and registers, through the
 // returned register, a "waiter" workflow that waits for the ids under
 // "dep", puts the result under "r" and then runs one step, and the given
 // target workflow.
-func fanIn(t *testing.T, target *api.Workflow) (*testBundle, func(*api.Engine)) {
+func fanIn(t *testing.T, target *api.Workflow, unitRecords int) (*testBundle, func(*api.Engine)) {
 	t.Helper()
-	b := setup(t, func(o *api.Options) { api.SetUnitCaps(o, fanInUnitRecords, 0) })
+	b := setup(t, func(o *api.Options) { api.SetUnitCaps(o, unitRecords, 0) })
 	register := func(e *api.Engine) {
 		wfRegister(t, e, target)
 		wfRegister(t, e, api.NewWorkflow("waiter").WaitForWorkflowsIn(api.All(), "dep").Into("r").
@@ -37,12 +50,12 @@ func fanIn(t *testing.T, target *api.Workflow) (*testBundle, func(*api.Engine)) 
 	return b, register
 }
 
-// dispatchWaiters dispatches fanInWaiters waiters on target and checks
+// dispatchWaiters dispatches n waiters on target and checks
 // that each waits for it: a wait step is entered in the dispatch's own
 // append (WF-11).
-func dispatchWaiters(b *testBundle, target string) []string {
+func dispatchWaiters(b *testBundle, target string, n int) []string {
 	b.t.Helper()
-	ids := make([]string, fanInWaiters)
+	ids := make([]string, n)
 	for i := range ids {
 		ids[i] = wfDispatch(b, "waiter", api.State{"dep": []string{target}})
 	}
@@ -86,10 +99,11 @@ func resumedWaiters(recs []journalRecord, waiters []string) int {
 // append (WF-11) and for the rest in appends right after; the engine
 // stays live and every waiter gets the outcome (WF-7).
 func TestWF7_RL4_FanInLargerThanOneAppend(t *testing.T) {
-	b, _ := fanIn(t, api.NewWorkflow("target").WaitForSignal("go"))
+	unitRecords, n := fanInScale()
+	b, _ := fanIn(t, api.NewWorkflow("target").WaitForSignal("go"), unitRecords)
 	b.start()
 	target := wfDispatch(b, "target", api.State{})
-	waiters := dispatchWaiters(b, target)
+	waiters := dispatchWaiters(b, target, n)
 	if err := b.eng.Signal(b.ctx, target, "go", nil); err != nil {
 		t.Fatalf("signal: %v", err)
 	}
@@ -127,10 +141,10 @@ func TestWF7_DeferredReactionsSettleAfterRestart(t *testing.T) {
 	b, register := fanIn(t, api.NewWorkflow("target").Then("t", func(ctx context.Context, _ *api.Delivery, _ api.State) (api.State, error) {
 		<-release
 		return nil, nil
-	}))
+	}), fanInUnitRecords)
 	b.start()
 	target := wfDispatch(b, "target", api.State{})
-	waiters := dispatchWaiters(b, target)
+	waiters := dispatchWaiters(b, target, fanInWaiters)
 	// The target's step is running; it returns once phase 1 has stopped
 	// dispatch, so that nothing in this run settles the waits left over.
 	api.SetPhaseStartedHook(func(phase int) {
@@ -170,7 +184,7 @@ func TestWF7_RL4_FanInOfLargeResults(t *testing.T) {
 		Then("after", wfReturn(api.State{"done": true})))
 	b.start()
 	target := wfDispatch(b, "target", api.State{"big": strings.Repeat("x", 30<<10)})
-	waiters := dispatchWaiters(b, target)
+	waiters := dispatchWaiters(b, target, fanInWaiters)
 	if err := b.eng.Signal(b.ctx, target, "go", nil); err != nil {
 		t.Fatalf("signal: %v", err)
 	}
