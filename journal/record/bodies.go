@@ -169,6 +169,15 @@ type WorkflowStarted struct {
 	OnDeadline string `msgpack:"on_deadline,omitempty"`
 }
 
+// envelopeVersion: on_deadline is new in envelope version 2; without it
+// the record is what version 1 wrote.
+func (b *WorkflowStarted) envelopeVersion() uint8 {
+	if b.OnDeadline != "" {
+		return 2
+	}
+	return 1
+}
+
 // StepCompleted completes step Step and moves the workflow to Next (WF-3).
 // Output is a msgpack map of the public keys merged into the state (a
 // Parallel step's branches already merged in journal order, WF-4).

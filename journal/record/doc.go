@@ -20,7 +20,7 @@
 //
 //	offset        size  field
 //	0             2     magic       u16  0x5152 ("QR")
-//	2             1     version     u8   1
+//	2             1     version     u8   1, or 2 (see [Version])
 //	3             2     kind        u16  a frozen Kind number
 //	5             8     seq         u64  equal to the seq in the key
 //	13            4     prevSum     u32  crc of record seq-1; for seq 1 the
@@ -44,7 +44,7 @@
 // fails its check; because prevSum holds the previous crc, a missing or
 // reordered record breaks the chain. [ParseEnvelope] checks, in order: size
 // (at most the record cap, at least [EnvelopeBytesMin]), crc, magic,
-// version (newer is [ErrNewerVersion], not corruption), kind known, header
+// version 1 to [Version] (newer is [ErrNewerVersion], not corruption), kind known, header
 // seq equal to key seq, idLen, payloadLen equal to the bytes before the crc.
 // Chain, time and index checks need the previous record and belong to the
 // journal.

@@ -11,8 +11,16 @@ import (
 const (
 	// Magic opens every envelope ("QR").
 	Magic uint16 = 0x5152
-	// Version is the envelope version this code writes and the newest it reads.
-	Version uint8 = 1
+	// Version is the newest envelope version this code reads and writes.
+	// Each record is written with the oldest version whose readers know
+	// every field its body carries, so that a build that knows less
+	// refuses it as [ErrNewerVersion], not as corruption (its decoder
+	// refuses unknown fields): version 1 for most records, 2 for a
+	// workflow_started that records on_deadline. Versions 1 to Version
+	// are read.
+	Version uint8 = 2
+	// versionMin is the oldest envelope version.
+	versionMin uint8 = 1
 	// StreamIDBytesMax bounds a stream id (RL-11).
 	StreamIDBytesMax = 127
 	// DepthMax bounds msgpack nesting in any decoded value (RL-6).
@@ -76,6 +84,23 @@ type Prepared struct {
 	Kind    Kind
 	Stream  string
 	Payload []byte // msgpack encoding of the body
+	// Version is the envelope version the body needs (see [Version]);
+	// 0 means 1.
+	Version uint8
+}
+
+// versioned is a body whose envelope version depends on the fields it
+// carries.
+type versioned interface {
+	envelopeVersion() uint8
+}
+
+// bodyVersion returns the envelope version b needs.
+func bodyVersion(b Body) uint8 {
+	if v, ok := b.(versioned); ok {
+		return v.envelopeVersion()
+	}
+	return versionMin
 }
 
 // Size returns the envelope length of p, whatever the seq, prevSum and at.
@@ -125,7 +150,7 @@ func PrepareAppend(buf []byte, r Record, recordBytesMax int) (Prepared, []byte, 
 	if err != nil {
 		return Prepared{}, buf, err
 	}
-	p := Prepared{Kind: k, Stream: r.Stream, Payload: out[n:len(out):len(out)]}
+	p := Prepared{Kind: k, Stream: r.Stream, Payload: out[n:len(out):len(out)], Version: bodyVersion(r.Body)}
 	if size := p.Size(); size > recordBytesMax {
 		return Prepared{}, buf, fmt.Errorf("%w: %s record for stream %q is %d bytes, limit %d",
 			ErrTooLarge, k, r.Stream, size, recordBytesMax)
@@ -140,7 +165,7 @@ func PrepareAppend(buf []byte, r Record, recordBytesMax int) (Prepared, []byte, 
 func AppendEnvelope(dst []byte, seq uint64, prevSum uint32, at int64, p Prepared) ([]byte, uint32) {
 	start := len(dst)
 	dst = binary.BigEndian.AppendUint16(dst, Magic)
-	dst = append(dst, Version)
+	dst = append(dst, max(p.Version, versionMin))
 	dst = binary.BigEndian.AppendUint16(dst, uint16(p.Kind))
 	dst = binary.BigEndian.AppendUint64(dst, seq)
 	dst = binary.BigEndian.AppendUint32(dst, prevSum)
@@ -185,7 +210,7 @@ func ParseEnvelope(seq uint64, val []byte, recordBytesMax int) (Envelope, error)
 	if m := binary.BigEndian.Uint16(body[0:2]); m != Magic {
 		return Envelope{}, corrupt("magic", seq, "", fmt.Errorf("magic %04x", m))
 	}
-	if v := body[2]; v != Version {
+	if v := body[2]; v < versionMin || v > Version {
 		if v > Version {
 			return Envelope{}, &RecordError{Op: "version", Seq: seq, Err: fmt.Errorf("%w: envelope version %d, this code reads up to %d", ErrNewerVersion, v, Version)}
 		}

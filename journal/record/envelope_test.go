@@ -338,3 +338,36 @@ func TestPrepareAppendReusedBufferAllocatesNothing(t *testing.T) {
 		t.Fatalf("%v allocations per record into a reused buffer, want 0", allocs)
 	}
 }
+
+// TestEnvelopeVersionFollowsTheBody: a record is written with the oldest
+// envelope version that can read it, so that a build which knows less
+// refuses the records it cannot read as newer, not as corrupt: version 1,
+// or 2 for a workflow_started with on_deadline. Both are read back.
+func TestEnvelopeVersionFollowsTheBody(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		body Body
+		want uint8
+	}{
+		{"run_started", &RunStarted{RunID: "run_1"}, 1},
+		{"workflow_started without on_deadline", &WorkflowStarted{WorkflowID: "wf_1", Name: "w", DeadlineAt: 5}, 1},
+		{"workflow_started with on_deadline", &WorkflowStarted{WorkflowID: "wf_1", Name: "w", DeadlineAt: 5, OnDeadline: "h"}, 2},
+	} {
+		val, _ := AppendEnvelope(nil, 1, 0, 1, mustPrepare(t, Record{Stream: "wf_1", Body: c.body}))
+		if val[2] != c.want {
+			t.Errorf("%s: envelope version %d, want %d", c.name, val[2], c.want)
+		}
+		env, err := ParseEnvelope(1, val, RecordBytesMaxDefault)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		got, err := env.Decode()
+		if err != nil {
+			t.Fatalf("%s: decode: %v", c.name, err)
+		}
+		if w, ok := got.Body.(*WorkflowStarted); ok && w.OnDeadline != c.body.(*WorkflowStarted).OnDeadline {
+			t.Errorf("%s: on_deadline %q after a round trip", c.name, w.OnDeadline)
+		}
+	}
+}
