@@ -33,14 +33,17 @@ func fanInScale() (unitRecords, waiters int) {
 	return fanInUnitRecords, fanInWaiters
 }
 
-// fanIn opens an engine with the cap on one append's records lowered to
-// unitRecords (0: the journal's own) and registers, through the
-// returned register, a "waiter" workflow that waits for the ids under
-// "dep", puts the result under "r" and then runs one step, and the given
-// target workflow.
-func fanIn(t *testing.T, target *api.Workflow, unitRecords int) (*testBundle, func(*api.Engine)) {
+// fanIn opens an engine with the journal's caps on one append lowered to
+// unitRecords records and unitBytes bytes (0 keeps the journal's own)
+// and registers, through the returned register, a "waiter" workflow that
+// waits for the ids under "dep", puts the result under "r" and then runs
+// one step, and the given target workflow.
+func fanIn(t *testing.T, target *api.Workflow, unitRecords, unitBytes int) (*testBundle, func(*api.Engine)) {
 	t.Helper()
-	b := setup(t, func(o *api.Options) { api.SetUnitCaps(o, unitRecords, 0) })
+	b := setup(t, func(o *api.Options) {
+		o.RecordBytesMax = api.RecordBytesMin
+		api.SetUnitCaps(o, unitRecords, unitBytes)
+	})
 	register := func(e *api.Engine) {
 		wfRegister(t, e, target)
 		wfRegister(t, e, api.NewWorkflow("waiter").WaitForWorkflowsIn(api.All(), "dep").Into("r").
@@ -63,6 +66,19 @@ func dispatchWaiters(b *testBundle, target string, n int) []string {
 		wfWant(b, id, api.WorkflowWaitingWorkflows)
 	}
 	return ids
+}
+
+// signalTarget sends the target its "go", waits until the engine is idle
+// and checks that it is still live.
+func signalTarget(b *testBundle, target string) {
+	b.t.Helper()
+	if err := b.eng.Signal(b.ctx, target, "go", nil); err != nil {
+		b.t.Fatalf("signal: %v", err)
+	}
+	b.idle()
+	if !b.eng.Live() {
+		b.t.Fatal("the engine stopped after the target finished")
+	}
 }
 
 // wantWaitersDone checks that every waiter completed with target's
@@ -100,17 +116,11 @@ func resumedWaiters(recs []journalRecord, waiters []string) int {
 // stays live and every waiter gets the outcome (WF-7).
 func TestWF7_RL4_FanInLargerThanOneAppend(t *testing.T) {
 	unitRecords, n := fanInScale()
-	b, _ := fanIn(t, api.NewWorkflow("target").WaitForSignal("go"), unitRecords)
+	b, _ := fanIn(t, api.NewWorkflow("target").WaitForSignal("go"), unitRecords, 0)
 	b.start()
 	target := wfDispatch(b, "target", api.State{})
 	waiters := dispatchWaiters(b, target, n)
-	if err := b.eng.Signal(b.ctx, target, "go", nil); err != nil {
-		t.Fatalf("signal: %v", err)
-	}
-	b.idle()
-	if !b.eng.Live() {
-		t.Fatal("the engine stopped after the target finished")
-	}
+	signalTarget(b, target)
 	wfWant(b, target, api.WorkflowCompleted)
 	wantWaitersDone(b, target, waiters)
 
@@ -141,7 +151,7 @@ func TestWF7_DeferredReactionsSettleAfterRestart(t *testing.T) {
 	b, register := fanIn(t, api.NewWorkflow("target").Then("t", func(ctx context.Context, _ *api.Delivery, _ api.State) (api.State, error) {
 		<-release
 		return nil, nil
-	}), fanInUnitRecords)
+	}), fanInUnitRecords, 0)
 	b.start()
 	target := wfDispatch(b, "target", api.State{})
 	waiters := dispatchWaiters(b, target, fanInWaiters)
@@ -175,23 +185,12 @@ func TestWF7_DeferredReactionsSettleAfterRestart(t *testing.T) {
 // with the journal's cap on one append's bytes reached first: each waiter
 // gets the target's public state of about 30 KiB under its result key.
 func TestWF7_RL4_FanInOfLargeResults(t *testing.T) {
-	b := setup(t, func(o *api.Options) {
-		o.RecordBytesMax = api.RecordBytesMin
-		api.SetUnitCaps(o, 0, 512<<10) // 30 results take 900 KiB; 8 take half
-	})
-	wfRegister(t, b.eng, api.NewWorkflow("target").WaitForSignal("go"))
-	wfRegister(t, b.eng, api.NewWorkflow("waiter").WaitForWorkflowsIn(api.All(), "dep").Into("r").
-		Then("after", wfReturn(api.State{"done": true})))
+	// 30 results of 30 KiB take 900 KiB; 8 take half the cap.
+	b, _ := fanIn(t, api.NewWorkflow("target").WaitForSignal("go"), 0, 512<<10)
 	b.start()
 	target := wfDispatch(b, "target", api.State{"big": strings.Repeat("x", 30<<10)})
 	waiters := dispatchWaiters(b, target, fanInWaiters)
-	if err := b.eng.Signal(b.ctx, target, "go", nil); err != nil {
-		t.Fatalf("signal: %v", err)
-	}
-	b.idle()
-	if !b.eng.Live() {
-		t.Fatal("the engine stopped after the target finished")
-	}
+	signalTarget(b, target)
 	wantWaitersDone(b, target, waiters)
 	b.checkReplay()
 }

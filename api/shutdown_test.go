@@ -222,9 +222,12 @@ func TestSD10_ForcedAtGWithShutdownDeadline(t *testing.T) {
 	}
 }
 
-func TestSD36_InterruptedShutdownIsNotedAtRecovery(t *testing.T) {
-	b := setup(t, nil)
-	started, release := blocking(t, b.eng)
+// interruptedShutdown returns a crash image of b's files taken while a
+// shutdown is under way (shutdown_initiated appended, a job still
+// running), then lets that shutdown finish on b's own files.
+func interruptedShutdown(b *testBundle) *vfs.MemFS {
+	b.t.Helper()
+	started, release := blocking(b.t, b.eng)
 	b.enqueue("block", msg{})
 	b.start()
 	<-started
@@ -234,24 +237,39 @@ func TestSD36_InterruptedShutdownIsNotedAtRecovery(t *testing.T) {
 	for countKind(b.records(), record.KindShutdownInitiated) == 0 {
 		runtime.Gosched()
 	}
-	// The process dies mid-shutdown: reopen a crash image.
-	opts := b.opts
-	opts.FS = b.fs.CrashClone(vfs.CrashCloneCfg{})
+	img := b.fs.CrashClone(vfs.CrashCloneCfg{})
 	close(release)
 	if err := <-res; err != nil {
-		t.Fatalf("shutdown: %v", err)
+		b.t.Fatalf("shutdown: %v", err)
 	}
-	eng, err := api.Open(b.ctx, opts)
+	return img
+}
+
+// openRecords opens an engine with opts, closed when the test ends, and
+// returns it with its journal's records.
+func openRecords(t *testing.T, opts api.Options) (*api.Engine, []journalRecord) {
+	t.Helper()
+	eng, err := api.Open(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer eng.Close(b.ctx)
+	t.Cleanup(func() { eng.Close(context.Background()) })
 	var recs []journalRecord
 	it := api.JournalOf(eng).Scan(1, ^uint64(0))
 	for it.Next() {
 		recs = append(recs, it.Record())
 	}
-	it.Close()
+	if err := it.Close(); err != nil {
+		t.Fatalf("scan: %v", err)
+	}
+	return eng, recs
+}
+
+func TestSD36_InterruptedShutdownIsNotedAtRecovery(t *testing.T) {
+	b := setup(t, nil)
+	opts := b.opts
+	opts.FS = interruptedShutdown(b) // the process died mid-shutdown
+	eng, recs := openRecords(t, opts)
 	st := foldRecords(t, recs)
 	if len(st.Runs) != 2 || st.Runs[0].Shutdown.Initiated == nil || st.Runs[0].Shutdown.Report != nil {
 		t.Fatalf("runs %+v", st.Runs)
@@ -273,22 +291,7 @@ func TestSD36_InterruptedShutdownIsNotedAtRecovery(t *testing.T) {
 // interrupted one.
 func TestSD36_NoteIsInRunStartedsAppend(t *testing.T) {
 	b := setup(t, nil)
-	b.start()
-	res := make(chan error, 1)
-	started, release := blocking(t, b.eng)
-	b.enqueue("block", msg{})
-	<-started
-	go func() { res <- b.eng.Shutdown(b.ctx) }()
-	awaitInitiated(b.eng)
-	for countKind(b.records(), record.KindShutdownInitiated) == 0 {
-		runtime.Gosched()
-	}
-	interrupted := b.fs.CrashClone(vfs.CrashCloneCfg{}) // dies mid-shutdown
-	close(release)
-	if err := <-res; err != nil {
-		t.Fatalf("shutdown: %v", err)
-	}
-
+	interrupted := interruptedShutdown(b)
 	// The next run dies right after its first append, run_started's.
 	var afterRecovery *vfs.MemFS
 	api.SetAfterAppendHook(func([]uint64) {
@@ -308,17 +311,7 @@ func TestSD36_NoteIsInRunStartedsAppend(t *testing.T) {
 		t.Fatal("no append at recovery")
 	}
 	opts.FS = afterRecovery
-	eng, err = api.Open(b.ctx, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close(b.ctx)
-	var recs []journalRecord
-	it := api.JournalOf(eng).Scan(1, ^uint64(0))
-	for it.Next() {
-		recs = append(recs, it.Record())
-	}
-	it.Close()
+	_, recs := openRecords(t, opts)
 	st := foldRecords(t, recs)
 	if len(st.Runs) != 3 {
 		t.Fatalf("%d runs, want 3", len(st.Runs))
