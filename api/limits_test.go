@@ -550,3 +550,59 @@ func TestWF6_WF7_UnstorableWaitOutputFailsTheWorkflow(t *testing.T) {
 	}
 	b.checkReplay()
 }
+
+// RL-11, WF-17, WF-18: a step whose output would take the state past
+// PayloadBytesMax fails the workflow without recording the output, so
+// that the failed workflow's state stays within the limit. Cancelling it
+// writes its summary, with the state, to the terminal index, and a retry
+// re-enters the failed step: both once stopped the engine, the state
+// having grown to twice the limit.
+func TestRL11_OversizeStepLeavesTheStateWithinTheLimit(t *testing.T) {
+	b := setup(t, nil)
+	wfRegister(t, b.eng, api.NewWorkflow("leaf").Then("x", wfReturn(nil)))
+	wfRegister(t, b.eng, api.NewWorkflow("grow").Then("a", fill("b", 400<<10)).SubWorkflow("child", "leaf"))
+	b.start()
+	big := api.State{"a": strings.Repeat("s", 500<<10)}
+	cancelled, retried := wfDispatch(b, "grow", big), wfDispatch(b, "grow", big)
+	b.idle()
+	for _, id := range []string{cancelled, retried} {
+		info := wfWant(b, id, api.WorkflowFailed)
+		if info.Step != 0 || !strings.HasPrefix(info.Error, "workflow state is ") || !strings.HasSuffix(info.Error, "after step 0, limit 524288") {
+			t.Fatalf("workflow %s failed at step %d with %q, want step 0 and the state's size", id, info.Step, info.Error)
+		}
+		if _, ok := info.State["b"]; ok {
+			t.Fatalf("workflow %s recorded the output that failed it", id)
+		}
+	}
+	if err := b.eng.CancelWorkflow(b.ctx, cancelled); err != nil {
+		t.Fatalf("cancel: %v", err)
+	}
+	if err := b.eng.RetryWorkflow(b.ctx, retried); err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	b.idle()
+	if !b.eng.Live() {
+		t.Fatal("the engine stopped")
+	}
+	wfWant(b, cancelled, api.WorkflowCancelled)
+	wfWant(b, retried, api.WorkflowFailed) // the same step fails again
+	b.checkReplay()
+}
+
+// WF-4, RL-11: branch outputs that cannot be merged (the merged map past
+// the format's cap on one value) fail the workflow naming the branch; no
+// branch's output is left out of a merge that goes on.
+func TestWF4_BranchOutputsThatCannotBeMergedFailTheWorkflow(t *testing.T) {
+	b := setup(t, func(o *api.Options) { o.RecordBytesMax, o.PayloadBytesMax = 64<<20, 8<<20 })
+	const branch = 7 << 20 // three take 21 MiB, past record.ValueBytesMax
+	wfRegister(t, b.eng, api.NewWorkflow("wide").
+		Parallel("p", fill("k1", branch), fill("k2", branch), fill("k3", branch)).Then("after", wfReturn(nil)))
+	b.start()
+	id := wfDispatch(b, "wide", api.State{})
+	b.idle()
+	info := wfWant(b, id, api.WorkflowFailed)
+	if !strings.Contains(info.Error, "step 0 outputs cannot be merged: branch 3 of 3") {
+		t.Fatalf("error %q, want the merge's failure naming branch 3", info.Error)
+	}
+	b.checkReplay()
+}

@@ -193,7 +193,7 @@ func (m *Machine) stepSucceeded(d *Decision, now time.Time, w *replay.Workflow) 
 			return
 		}
 	}
-	m.completeStep(d, now, w, mergeBranches(w), nil)
+	m.completeBranches(d, now, w)
 }
 
 // workflowError is the error a late step failure is buried with (WF-20).

@@ -179,7 +179,7 @@ func (m *Machine) enter(d *Decision, now time.Time, w *replay.Workflow) {
 			})
 		}
 		if !w.Entered { // every branch had succeeded already
-			m.completeStep(d, now, w, mergeBranches(w), nil)
+			m.completeBranches(d, now, w)
 		}
 	case StepDelay:
 		m.emit(d, w.ID, &record.StepDelayed{WorkflowID: w.ID, Step: w.Step, FireAt: now.Add(step.Delay).UnixNano()})
@@ -259,20 +259,37 @@ func branchDone(w *replay.Workflow, b int32) bool {
 }
 
 // mergeBranches merges the branch outputs in journal order, the later one
-// winning a collision (WF-4).
-func mergeBranches(w *replay.Workflow) []byte {
+// winning a collision (WF-4). A merge that fails (the merged map past
+// record.ValueBytesMax) is an error: no branch's output is left out.
+func mergeBranches(w *replay.Workflow) ([]byte, error) {
 	if len(w.Branches) == 1 {
-		return w.Branches[0].Output
+		return w.Branches[0].Output, nil
 	}
 	var out []byte
-	for _, b := range w.Branches {
+	for i, b := range w.Branches {
 		merged, err := replay.MergeState(out, b.Output)
-		if err == nil {
-			out = merged
+		if err != nil {
+			return nil, fmt.Errorf("branch %d of %d: %w", i+1, len(w.Branches), err)
 		}
+		out = merged
 	}
-	return out
+	return out, nil
 }
+
+// completeBranches completes the current step with its branches' merged
+// outputs, or fails the workflow if they cannot be merged.
+func (m *Machine) completeBranches(d *Decision, now time.Time, w *replay.Workflow) {
+	out, err := mergeBranches(w)
+	if err != nil {
+		m.fail(d, now, w, fmt.Sprintf("step %d outputs cannot be merged: %v", w.Step, err))
+		return
+	}
+	m.completeStep(d, now, w, out, nil)
+}
+
+// stateMergeSlack bounds how much longer a merged state's encoding can be
+// than its two inputs together: a map header grows by at most 4 bytes.
+const stateMergeSlack = 16
 
 // completeStep completes the current step, or, at or after deadline_at,
 // expires the workflow instead (WD-7).
@@ -286,13 +303,24 @@ func (m *Machine) completeStep(d *Decision, now time.Time, w *replay.Workflow, o
 		m.fail(d, now, w, fmt.Sprintf("step %d output is %d bytes, limit %d", w.Step, len(output), limit))
 		return
 	}
-	m.emit(d, w.ID, &record.StepCompleted{WorkflowID: w.ID, Step: w.Step, Next: w.Step + 1, Output: output, Consumed: consumed})
-	if limit > 0 && len(w.State) > limit {
-		if pub, _ := replay.PublicState(w.State); len(pub) > limit {
-			m.fail(d, now, w, fmt.Sprintf("workflow state is %d bytes after step %d, limit %d", len(pub), w.Step-1, limit))
+	// The state the output makes is checked before step_completed is
+	// decided, not after: a workflow failed with a state past the limit
+	// would carry it on, into its terminal-index summary when cancelled
+	// or completed, and into a retried step's records (a child's
+	// workflow_started), which the journal refuses (RL-11). The merge is
+	// only redone here when the sizes could reach the limit.
+	if limit > 0 && len(output) > 0 && len(w.State)+len(output)+stateMergeSlack > limit {
+		merged, err := replay.MergeState(w.State, output)
+		if err != nil {
+			m.fail(d, now, w, fmt.Sprintf("step %d output cannot be merged into the state: %v", w.Step, err))
+			return
+		}
+		if pub, _ := replay.PublicState(merged); len(pub) > limit {
+			m.fail(d, now, w, fmt.Sprintf("workflow state is %d bytes after step %d, limit %d", len(pub), w.Step, limit))
 			return
 		}
 	}
+	m.emit(d, w.ID, &record.StepCompleted{WorkflowID: w.ID, Step: w.Step, Next: w.Step + 1, Output: output, Consumed: consumed})
 	m.enter(d, now, w)
 }
 
