@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -192,5 +193,104 @@ func TestWF7_RL4_FanInOfLargeResults(t *testing.T) {
 	waiters := dispatchWaiters(b, target, fanInWaiters)
 	signalTarget(b, target)
 	wantWaitersDone(b, target, waiters)
+	b.checkReplay()
+}
+
+// chainDepth is the nesting of the chain tests: each level completes its
+// SubWorkflow step, and so itself, with its child, adding two records a
+// level to the innermost's append, so that 30 levels outgrow a cap of 40.
+const chainDepth = 30
+
+// registerChain registers lvl0 … lvl<chainDepth-1>: level i runs a step,
+// then level i+1 as a sub-workflow (not as its first step, so that
+// SubWorkflowChainMax does not apply); the last level runs inner.
+func registerChain(t *testing.T, e *api.Engine, inner *api.Workflow) {
+	t.Helper()
+	wfRegister(t, e, inner)
+	for i := chainDepth - 2; i >= 0; i-- {
+		wfRegister(t, e, api.NewWorkflow(fmt.Sprintf("lvl%d", i)).
+			Then("a", wfReturn(nil)).SubWorkflow("s", fmt.Sprintf("lvl%d", i+1)))
+	}
+}
+
+// chainIDs returns the ids of the chain's workflows, outermost first.
+func chainIDs(b *testBundle) []string {
+	b.t.Helper()
+	ids := make([]string, chainDepth)
+	for _, s := range wfBodies[*record.WorkflowStarted](b.records()) {
+		var i int
+		if _, err := fmt.Sscanf(s.Name, "lvl%d", &i); err == nil {
+			ids[i] = s.WorkflowID
+		}
+	}
+	for i, id := range ids {
+		if id == "" {
+			b.t.Fatalf("level %d was not started", i)
+		}
+	}
+	return ids
+}
+
+// wantChainCompleted checks that every level completed (WF-8).
+func wantChainCompleted(b *testBundle, ids []string) {
+	b.t.Helper()
+	for _, id := range ids {
+		wfWant(b, id, api.WorkflowCompleted)
+	}
+}
+
+// TestWF8_RL4_NestedCompletionsLargerThanOneAppend: a chain of nested
+// workflows that all finish with the innermost completes as many levels
+// as fit in the innermost's append (WF-8, WF-11) and the rest in appends
+// right after; the engine stays live.
+func TestWF8_RL4_NestedCompletionsLargerThanOneAppend(t *testing.T) {
+	b := setup(t, func(o *api.Options) { api.SetUnitCaps(o, fanInUnitRecords, 0) })
+	registerChain(t, b.eng, api.NewWorkflow(fmt.Sprintf("lvl%d", chainDepth-1)).WaitForSignal("go"))
+	b.start()
+	wfDispatch(b, "lvl0", api.State{})
+	b.idle()
+	ids := chainIDs(b)
+	signalTarget(b, ids[chainDepth-1])
+	wantChainCompleted(b, ids)
+	b.checkReplay()
+}
+
+// TestWF8_DeferredCompletionsSettleAfterRestart: the innermost completes
+// during a shutdown, once dispatch has stopped; the levels that did not
+// fit in its append complete in the next run, when their definitions
+// are registered.
+func TestWF8_DeferredCompletionsSettleAfterRestart(t *testing.T) {
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	inner := api.NewWorkflow(fmt.Sprintf("lvl%d", chainDepth-1)).Then("t", func(ctx context.Context, _ *api.Delivery, _ api.State) (api.State, error) {
+		started <- struct{}{}
+		<-release
+		return nil, nil
+	})
+	b := setup(t, func(o *api.Options) { api.SetUnitCaps(o, fanInUnitRecords, 0) })
+	registerChain(t, b.eng, inner)
+	b.start()
+	wfDispatch(b, "lvl0", api.State{})
+	<-started // every level is started and waits for the next
+	ids := chainIDs(b)
+	api.SetPhaseStartedHook(func(phase int) {
+		if phase == int(shutdown.PhaseCloseAdmission) {
+			close(release)
+		}
+	})
+	defer api.SetPhaseStartedHook(nil)
+	if err := b.eng.Shutdown(b.ctx); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	api.SetPhaseStartedHook(nil)
+
+	b.open()
+	done := len(wfBodies[*record.WorkflowCompleted](b.records()))
+	if done == 0 || done >= chainDepth {
+		t.Fatalf("%d of %d levels completed in the run the innermost finished in, want some, not all", done, chainDepth)
+	}
+	registerChain(t, b.eng, inner)
+	b.start()
+	b.idle()
+	wantChainCompleted(b, ids)
 	b.checkReplay()
 }

@@ -367,6 +367,12 @@ func (w *Workflow) Named(name string) *Workflow {
 // part of the parent's dispatch: [Engine.Register] refuses a workflow
 // whose chain of first-step sub-workflows is longer than
 // [SubWorkflowChainMax].
+//
+// The child's completion completes the parent's step in its own append
+// (WF-11), and so on up a chain of nested workflows that finish together,
+// as long as that append holds under half of the journal's cap on one
+// append (see [Workflow.WaitForWorkflows]); the levels past that point
+// complete in appends of their own right after, or in the next run.
 func (w *Workflow) SubWorkflow(name, child string) *Workflow {
 	if err := validateName(child); err != nil {
 		w.fail(name, "SubWorkflow", "child workflow name "+err.Error())

@@ -424,11 +424,13 @@ func (m *Machine) buryPending(d *Decision, wfID, code, msg string) {
 func (m *Machine) react(d *Decision, now time.Time, w *replay.Workflow, status replay.WorkflowStatus, pub []byte, msg string) {
 	if p := m.st.Workflows[w.ParentID]; p != nil && p.Step == w.ParentStep && p.Child == w.ID &&
 		(p.Status == replay.WorkflowRunning || p.Status == replay.WorkflowPaused) {
-		switch status {
-		case replay.WorkflowCompleted:
-			m.completeStep(d, now, p, pub, nil)
-		default:
-			m.fail(d, now, p, fmt.Sprintf("sub-workflow %s %s: %s", w.ID, status, msg))
+		if m.unitHalfFull(d) {
+			// A chain of nested workflows, each finishing with its
+			// child, grows this append by a state per level: the rest
+			// of the chain goes on in appends of its own, as waiters do.
+			m.deferWait(p.ID)
+		} else {
+			m.childFinished(d, now, p, w.ID, status, pub, msg)
 		}
 	}
 	waiters := m.waiters[w.ID]
@@ -472,6 +474,43 @@ func (m *Machine) react(d *Decision, now time.Time, w *replay.Workflow, status r
 	}
 }
 
+// childFinished applies the outcome of p's child (WF-8): its public state
+// completes p's SubWorkflow step; a failed or cancelled child fails p.
+func (m *Machine) childFinished(d *Decision, now time.Time, p *replay.Workflow, child string, status replay.WorkflowStatus, pub []byte, msg string) {
+	switch status {
+	case replay.WorkflowCompleted:
+		m.completeStep(d, now, p, pub, nil)
+	default:
+		m.fail(d, now, p, fmt.Sprintf("sub-workflow %s %s: %s", child, status, msg))
+	}
+}
+
+// settleChild applies the outcome of p's child if the child finished and
+// p still waits for it at its SubWorkflow step: a reaction react deferred,
+// or one a run left undecided when it stopped.
+func (m *Machine) settleChild(d *Decision, now time.Time, p *replay.Workflow) {
+	if p.Child == "" || (p.Status != replay.WorkflowRunning && p.Status != replay.WorkflowPaused) {
+		return
+	}
+	if c := m.st.Workflows[p.Child]; c != nil {
+		if c.Status == replay.WorkflowFailed {
+			pub, _ := replay.PublicState(c.State)
+			m.childFinished(d, now, p, c.ID, c.Status, pub, c.Error)
+		}
+		return // still running, paused or waiting
+	}
+	s, ok := m.lookup(p.Child)
+	if !ok {
+		return
+	}
+	status, _ := replay.ParseWorkflowStatus(s.Status)
+	msg := s.Error
+	if status == replay.WorkflowCancelled {
+		msg = "cancelled"
+	}
+	m.childFinished(d, now, p, p.Child, status, s.State, msg)
+}
+
 // unitHalfFull reports whether the unit being decided holds half of the
 // journal's cap on one append, in records or in bytes. Under half, one
 // more waiter's reaction fits: a workflow definition's largest transition
@@ -496,10 +535,11 @@ func (m *Machine) deferWait(id string) {
 	}
 }
 
-// settleDeferred settles the deferred waits (react), in order, each in a
-// unit of its own (WF-7). A wait that is no longer waiting, or not
-// settled yet, decides nothing; one whose definition is not registered
-// stays a waiter, as in react.
+// settleDeferred settles the deferred reactions (react), in order, each
+// in a unit of its own: a wait for workflows (WF-7) or a parent's
+// SubWorkflow step (WF-8). One that is settled already, or not yet,
+// decides nothing; one whose definition is not registered waits for it,
+// as in react.
 func (m *Machine) settleDeferred(d *Decision, now time.Time) {
 	// Settling may defer more (a waiter that finishes has waiters of its
 	// own): the loop runs until none is left.
@@ -507,15 +547,15 @@ func (m *Machine) settleDeferred(d *Decision, now time.Time) {
 		id := m.deferred[i]
 		delete(m.deferredSet, id)
 		x := m.st.Workflows[id]
-		if x == nil || x.Status != replay.WorkflowWaitingWorkflows || x.Wait == nil {
-			continue
-		}
-		def := m.defOf(x)
-		if def == nil || int(x.Step) >= len(def.Steps) {
+		if x == nil || m.defOf(x) == nil {
 			continue
 		}
 		d.cut()
-		m.settleWorkflowsWait(d, now, x, &def.Steps[x.Step], x.Wait.Workflows, true)
+		if x.Status == replay.WorkflowWaitingWorkflows {
+			m.settleWait(d, now, x)
+		} else {
+			m.settleChild(d, now, x)
+		}
 	}
 	clear(m.deferred)
 	m.deferred = m.deferred[:0]
@@ -919,6 +959,7 @@ func (m *Machine) WorkflowRegistered(now time.Time, name string) Decision {
 			d.cut() // each workflow is its own unit
 			m.enter(&d, now, w)
 			m.settleWait(&d, now, w)
+			m.settleChild(&d, now, w)
 			m.release(w.ID)
 		}
 	}
