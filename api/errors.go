@@ -46,7 +46,17 @@ var (
 	// scope's disposal point (DL-36): the resource is not registered and
 	// the caller must close it.
 	ErrScopeClosed = scheduler.ErrScopeClosed
+	// ErrSignalLimit refuses a signal the workflow would have to store
+	// past [StoredSignalsMax] unconsumed signals, or past four times
+	// Options.PayloadBytesMax of their payloads: stored signals are part
+	// of its state, in memory and in every snapshot (RL-11). A signal the
+	// workflow is waiting for by name is always accepted.
+	ErrSignalLimit = scheduler.ErrSignalLimit
 )
+
+// StoredSignalsMax bounds the unconsumed signals one workflow stores
+// ([ErrSignalLimit]).
+const StoredSignalsMax = scheduler.StoredSignalsMax
 
 // FollowUpsMax bounds the follow-up jobs one attempt enqueues with its
 // settlement ([Delivery.Enqueue]).

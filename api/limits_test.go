@@ -606,3 +606,44 @@ func TestWF4_BranchOutputsThatCannotBeMergedFailTheWorkflow(t *testing.T) {
 	}
 	b.checkReplay()
 }
+
+// RL-11, WF-19: a workflow stores at most StoredSignalsMax unconsumed
+// signals, and four times PayloadBytesMax of their payloads; past either,
+// Signal is refused with ErrSignalLimit and appends nothing. A signal the
+// workflow's wait is waiting for is still accepted, and settles it.
+func TestRL11_StoredSignalsAreBounded(t *testing.T) {
+	b := setup(t, nil)
+	wfRegister(t, b.eng, api.NewWorkflow("w").WaitForSignal("go"))
+	b.start()
+
+	many := wfDispatch(b, "w", api.State{})
+	for i := range api.StoredSignalsMax {
+		if err := b.eng.Signal(b.ctx, many, "other", nil); err != nil {
+			t.Fatalf("signal %d: %v", i+1, err)
+		}
+	}
+	seq := b.lastSeq()
+	if err := b.eng.Signal(b.ctx, many, "other", nil); !errors.Is(err, api.ErrSignalLimit) {
+		t.Fatalf("signal past StoredSignalsMax: %v, want ErrSignalLimit", err)
+	}
+	if b.lastSeq() != seq {
+		t.Fatal("a refused signal appended records")
+	}
+	if err := b.eng.Signal(b.ctx, many, "go", nil); err != nil {
+		t.Fatalf("the signal the workflow waits for: %v", err)
+	}
+	b.idle()
+	wfWant(b, many, api.WorkflowCompleted)
+
+	large := wfDispatch(b, "w", api.State{})
+	payload := api.State{"x": strings.Repeat("p", 400<<10)} // five fit in 2 MiB, six do not
+	for i := range 5 {
+		if err := b.eng.Signal(b.ctx, large, "other", payload); err != nil {
+			t.Fatalf("large signal %d: %v", i+1, err)
+		}
+	}
+	if err := b.eng.Signal(b.ctx, large, "other", payload); !errors.Is(err, api.ErrSignalLimit) || !strings.Contains(err.Error(), "limit 2097152") {
+		t.Fatalf("sixth large signal: %v, want ErrSignalLimit naming the 2 MiB bound", err)
+	}
+	b.checkReplay()
+}

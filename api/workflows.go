@@ -194,8 +194,10 @@ func (e *Engine) encodeUserState(what string, s State) ([]byte, error) {
 // workflow's status, so a signal sent before its wait is reached satisfies
 // it later; a waiting workflow settles in the same append (WF-6). A nil
 // payload is an empty one. An unknown, completed or cancelled workflow is
-// refused. An ended ctx returns its error and appends nothing (see
-// [Engine]).
+// refused. A workflow holding [StoredSignalsMax] unconsumed signals, or
+// four times Options.PayloadBytesMax of their payloads, refuses more with
+// [ErrSignalLimit], except those its current wait step is waiting for.
+// An ended ctx returns its error and appends nothing (see [Engine]).
 func (e *Engine) Signal(ctx context.Context, id, name string, payload State) error {
 	if err := e.admit(); err != nil {
 		return err

@@ -1,7 +1,9 @@
 package scheduler
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -798,6 +800,9 @@ func (m *Machine) Signal(now time.Time, id, name string, payload []byte) (Decisi
 	if err != nil {
 		return d, err
 	}
+	if err := m.signalRoom(w, name, payload); err != nil {
+		return d, err
+	}
 	m.emit(&d, w.ID, &record.SignalReceived{WorkflowID: w.ID, Name: name, Payload: payload})
 	if w.Status == replay.WorkflowWaitingSignal {
 		// Only w's own wait step may consume the signal; a parked w
@@ -807,6 +812,41 @@ func (m *Machine) Signal(now time.Time, id, name string, payload []byte) (Decisi
 		}
 	}
 	return d, nil
+}
+
+// StoredSignalsMax bounds the unconsumed signals one workflow stores, and
+// StoredSignalsBytesFactor × Config.StateBytesMax their payloads: they are
+// part of its state, in memory and in every snapshot (RL-11).
+const (
+	StoredSignalsMax         = 1024
+	StoredSignalsBytesFactor = 4
+)
+
+// ErrSignalLimit refuses a signal that w would have to store past
+// [StoredSignalsMax] signals or their bytes bound.
+var ErrSignalLimit = errors.New("scheduler: too many signals stored by the workflow")
+
+// signalRoom reports whether w may store one more signal. A signal that w
+// waits for by name right now is always accepted: it may be consumed in
+// its own append, and refusing it could leave w waiting for good.
+func (m *Machine) signalRoom(w *replay.Workflow, name string, payload []byte) error {
+	if w.Status == replay.WorkflowWaitingSignal && w.Wait != nil && slices.Contains(w.Wait.Signals, name) {
+		return nil
+	}
+	if len(w.Signals) >= StoredSignalsMax {
+		return fmt.Errorf("%w: workflow %s stores %d unconsumed signals, limit %d", ErrSignalLimit, w.ID, len(w.Signals), StoredSignalsMax)
+	}
+	if m.cfg.StateBytesMax <= 0 {
+		return nil
+	}
+	n := len(payload)
+	for _, sg := range w.Signals {
+		n += len(sg.Payload)
+	}
+	if limit := StoredSignalsBytesFactor * m.cfg.StateBytesMax; n > limit {
+		return fmt.Errorf("%w: workflow %s would store %d bytes of unconsumed signal payloads, limit %d", ErrSignalLimit, w.ID, n, limit)
+	}
+	return nil
 }
 
 // liveWorkflow returns a workflow that is in State, or an error saying
