@@ -446,7 +446,10 @@ func (m *Machine) promote(now time.Time) {
 	}
 }
 
-// queues returns the queues with ready work in serving order.
+// queues returns the queues with ready work in serving order: those of
+// QueueOrder, then the others by name (JB-2). On the way it drops the
+// index's entries that hold no pending work (RL-11), so that its cost
+// follows the queues with ready work, not every queue ever used.
 //
 // The result is valid until the next call.
 func (m *Machine) queues() []string {
@@ -457,12 +460,11 @@ func (m *Machine) queues() []string {
 		}
 	}
 	n := len(out)
-	for q, h := range m.x.ready {
-		if h.Len() > 0 && !slices.Contains(out[:n], q) {
-			out = append(out, q)
-		}
+	out = m.x.readyQueues(out, out[:n], m.st.PausedQueues) // in name order
+	m.x.sweep(m.st.Jobs)
+	if cap(out) > shrinkMin && len(out) < cap(out)/4 {
+		out = slices.Clone(out) // let a past burst of queues go
 	}
-	slices.Sort(out[n:])
 	m.queueBuf = out
 	return out
 }
