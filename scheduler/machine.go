@@ -210,8 +210,11 @@ type Machine struct {
 	inflight  int
 	recovered bool
 	// waiters maps a workflow id to the workflows waiting on it (WF-7);
-	// entries are checked on use, so stale ones are harmless.
-	waiters map[string][]string
+	// entries are checked on use, so stale ones are harmless, and swept
+	// (addWaiter). waiterEntries counts them, waitersSwept as of the last
+	// sweep.
+	waiters                     map[string][]string
+	waiterEntries, waitersSwept int
 	// handling holds the expiries whose handler runs in this process.
 	handling map[uint64]bool
 	// recent holds the summaries of workflows that left the state in
@@ -275,9 +278,7 @@ func NewMachine(cfg Config, st *replay.State) *Machine {
 			m.armDelay(w)
 		}
 		if w.Wait != nil {
-			for _, dep := range w.Wait.Workflows {
-				m.waiters[dep] = append(m.waiters[dep], w.ID)
-			}
+			m.addWaiter(w.ID, w.Wait.Workflows)
 		}
 	}
 	return m

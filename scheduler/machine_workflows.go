@@ -203,9 +203,7 @@ func (m *Machine) enter(d *Decision, now time.Time, w *replay.Workflow) {
 		}
 		m.emit(d, w.ID, &record.WorkflowWaiting{WorkflowID: w.ID, Step: w.Step, Status: "waiting_for_workflows",
 			Workflows: ids, Mode: step.Mode, Quorum: int32(step.Quorum)})
-		for _, dep := range ids {
-			m.waiters[dep] = append(m.waiters[dep], w.ID)
-		}
+		m.addWaiter(w.ID, ids)
 	case StepSub:
 		// The child is a new instance: it starts with the definition
 		// registered now, and records that definition's hash.
@@ -469,11 +467,52 @@ func (m *Machine) react(d *Decision, now time.Time, w *replay.Workflow, status r
 			keep = append(keep, id)
 		}
 	}
+	m.waiterEntries -= len(waiters) - len(keep)
 	if len(keep) == 0 {
 		delete(m.waiters, w.ID)
 	} else {
 		m.waiters[w.ID] = keep
 	}
+}
+
+// addWaiter files workflow id as a waiter of each of deps (WF-7). A waiter
+// leaves the lists when a dependency finishes (react), but one that leaves
+// its wait otherwise (cancelled, failed, expired) would stay under the
+// dependencies that never finish, such as an unknown id under Any: once
+// the entries have doubled since the last sweep, sweepWaiters drops those
+// of workflows no longer waiting on them (RL-11).
+func (m *Machine) addWaiter(id string, deps []string) {
+	for _, dep := range deps {
+		m.waiters[dep] = append(m.waiters[dep], id)
+	}
+	m.waiterEntries += len(deps)
+	if m.waiterEntries > waitersSweepMin && m.waiterEntries > 2*m.waitersSwept {
+		m.sweepWaiters()
+	}
+}
+
+// waitersSweepMin is the number of waiter entries under which they are
+// never swept.
+const waitersSweepMin = 1024
+
+// sweepWaiters drops the waiter entries of workflows no longer waiting on
+// that dependency, and the dependencies left with none.
+func (m *Machine) sweepWaiters() {
+	n := 0
+	waiters := make(map[string][]string, len(m.waiters))
+	for dep, ids := range m.waiters {
+		var keep []string
+		for _, id := range ids {
+			if x := m.st.Workflows[id]; x != nil && x.Status == replay.WorkflowWaitingWorkflows && x.Wait != nil && contains(x.Wait.Workflows, dep) {
+				keep = append(keep, id)
+			}
+		}
+		if len(keep) > 0 {
+			waiters[dep] = keep
+			n += len(keep)
+		}
+	}
+	m.waiters, m.waiterEntries, m.waitersSwept = waiters, n, n
 }
 
 // childFinished applies the outcome of p's child (WF-8): its public state
