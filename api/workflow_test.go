@@ -1712,3 +1712,52 @@ func TestWF6_WF7_WaitsSatisfiedBeforeRegistrationSettleOnRegister(t *testing.T) 
 	wfWant(b, j, api.WorkflowCompleted)
 	b.checkReplay()
 }
+
+// RL-11, WF-17: a cancelled workflow's step jobs, the pending ones it
+// buries and those a failed step buried before, can never run again:
+// they leave the state with it, and Status reads them from the terminal
+// index, buried. Nothing of the workflow stays in memory or snapshots.
+func TestRL11_CancelledWorkflowLeavesNoJobsBehind(t *testing.T) {
+	b := setup(t, nil)
+	wfRegister(t, b.eng, api.NewWorkflow("wide").
+		Parallel("p", wfReturn(nil), wfReturn(nil), wfReturn(nil)).OnQueue("held"))
+	wfRegister(t, b.eng, api.NewWorkflow("broken").Then("x", func(context.Context, *api.Delivery, api.State) (api.State, error) {
+		return nil, api.Permanent("BROKEN", errors.New("no"))
+	}))
+	b.start()
+	if err := b.eng.PauseQueue(b.ctx, "held"); err != nil {
+		t.Fatal(err)
+	}
+	wide, broken := wfDispatch(b, "wide", api.State{}), wfDispatch(b, "broken", api.State{})
+	b.idle()
+	wfWant(b, broken, api.WorkflowFailed)
+	jobs := map[string]string{}
+	for _, e := range wfBodies[*record.JobEnqueued](b.records()) {
+		jobs[e.JobID] = e.WorkflowID
+	}
+	if len(jobs) != 4 {
+		t.Fatalf("%d step jobs, want 3 pending and 1 buried", len(jobs))
+	}
+	for _, id := range []string{wide, broken} {
+		if err := b.eng.CancelWorkflow(b.ctx, id); err != nil {
+			t.Fatalf("cancel %s: %v", id, err)
+		}
+	}
+	b.idle()
+	st := foldRecords(t, b.records())
+	for id, wf := range jobs {
+		if j, ok := st.Jobs[id]; ok {
+			t.Fatalf("job %s of cancelled workflow %s is still in the state, %s", id, wf, j.Status)
+		}
+		if j := b.status(id); j.Status != api.JobBuried || j.WorkflowID != wf {
+			t.Fatalf("job %s: status %s of workflow %q, want buried of %s", id, j.Status, j.WorkflowID, wf)
+		}
+		if err := b.eng.Retry(b.ctx, id); !errors.Is(err, api.ErrState) {
+			t.Fatalf("retry of %s: %v, want ErrState", id, err)
+		}
+	}
+	b.reopen(nil) // the terminal index and the state agree after a restart
+	for id := range jobs {
+		b.wantStatus(id, api.JobBuried)
+	}
+}

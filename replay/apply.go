@@ -196,6 +196,9 @@ func apply(s *State, r record.Record) error {
 		j.Status = JobBuried
 		j.LastCode, j.LastError = b.Code, b.Error
 		releaseUnique(s, j)
+		if b.Final {
+			delete(s.Jobs, j.ID) // its summary is in the terminal index
+		}
 	case *record.JobRequeued:
 		j, err := job(s, b.JobID)
 		if err != nil {

@@ -290,6 +290,15 @@ func applyWorkflow(s *State, r record.Record) (bool, error) {
 		}
 		s.leave(w)
 		s.WorkflowsCancelled++
+		if b.ArchiveBuried {
+			// Its buried step jobs leave with it; their summaries are in
+			// the terminal index.
+			for id, j := range s.Jobs {
+				if j.WorkflowID == w.ID && j.Status == JobBuried {
+					delete(s.Jobs, id)
+				}
+			}
+		}
 	case *record.WorkflowRetried:
 		w, err := workflow(s, b.WorkflowID)
 		if err != nil {

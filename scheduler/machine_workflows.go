@@ -374,7 +374,7 @@ func (m *Machine) fail(d *Decision, now time.Time, w *replay.Workflow, msg strin
 	// always fit (RL-11).
 	msg = clip(msg, FailureMessageBytesMax)
 	m.emit(d, w.ID, &record.WorkflowFailed{WorkflowID: w.ID, Step: w.Step, Error: msg, At: now.UnixNano()})
-	m.buryPending(d, w.ID, CodeWorkflowFailed, msg)
+	m.buryPending(d, now, w.ID, CodeWorkflowFailed, msg, false)
 	pub, _ := replay.PublicState(w.State)
 	m.react(d, now, w, replay.WorkflowFailed, pub, msg)
 }
@@ -398,23 +398,46 @@ func (m *Machine) expire(d *Decision, now time.Time, w *replay.Workflow, by stri
 	}
 	m.emit(d, w.ID, &record.WorkflowDeadlineExceeded{WorkflowID: w.ID, DeadlineAt: w.DeadlineAt,
 		DetectedAt: now.UnixNano(), DetectedBy: by, Handler: handler})
-	m.buryPending(d, w.ID, CodeDeadlineExceeded, MsgDeadlineExceeded)
+	m.buryPending(d, now, w.ID, CodeDeadlineExceeded, MsgDeadlineExceeded, false)
 	pub, _ := replay.PublicState(w.State)
 	m.react(d, now, w, replay.WorkflowFailed, pub, MsgDeadlineExceeded)
 }
 
 // buryPending buries the pending jobs of a workflow, in enqueue order.
-func (m *Machine) buryPending(d *Decision, wfID, code, msg string) {
+// With final (the workflow is cancelled), each leaves the state as it is
+// buried, its summary going to the terminal index (RL-11).
+func (m *Machine) buryPending(d *Decision, now time.Time, wfID, code, msg string, final bool) {
+	for _, j := range m.workflowJobs(wfID, replay.JobPending) {
+		sum := replay.Summarize(j)
+		m.emit(d, j.Stream, &record.JobBuried{JobID: j.ID, Code: code, Error: msg, Final: final})
+		if final {
+			sum.Status, sum.LastCode, sum.LastError = replay.JobBuried, code, msg
+			m.indexJob(d, now, sum, m.nextSeq-1)
+		}
+	}
+}
+
+// workflowJobs returns the jobs of workflow wfID with the given status, in
+// enqueue order.
+func (m *Machine) workflowJobs(wfID string, status replay.JobStatus) []*replay.Job {
 	var js []*replay.Job
-	for _, id := range m.st.JobIDs() {
-		if j := m.st.Jobs[id]; j.WorkflowID == wfID && j.Status == replay.JobPending {
+	for _, j := range m.st.Jobs {
+		if j.WorkflowID == wfID && j.Status == status {
 			js = append(js, j)
 		}
 	}
-	sortBySeq(js)
-	for _, j := range js {
-		m.emit(d, j.Stream, &record.JobBuried{JobID: j.ID, Code: code, Error: msg})
+	sortBySeq(js) // enqueue seqs are unique: the order is the map's no more
+	return js
+}
+
+// indexJob sets the terminal-index entry of a job that leaves the state
+// with the record at seq.
+func (m *Machine) indexJob(d *Decision, now time.Time, sum replay.JobSummary, seq uint64) {
+	sum.Seq, sum.FinishedAt = seq, now.UnixNano()
+	if v, err := replay.EncodeSummary(sum); err == nil {
+		d.Index = append(d.Index, IndexEntry{ID: sum.ID, Value: v})
 	}
+	m.x.forget(sum.ID)
 }
 
 // react applies the consequences of w reaching status for its parent
@@ -943,10 +966,22 @@ func (m *Machine) Cancel(now time.Time, id string) (Decision, error) {
 	sum := replay.SummarizeWorkflow(w)
 	sum.Status = replay.WorkflowCancelled
 	sum.FinishedAt = now.UnixNano()
-	m.emit(&d, w.ID, &record.WorkflowCancelled{WorkflowID: w.ID})
+	// Its step jobs buried before (a failed step's) and those buried now
+	// can never run again: they leave the state with it, their summaries
+	// going to the terminal index, so that cancelled workflows leave
+	// nothing behind in memory and snapshots (RL-11).
+	buried := m.workflowJobs(w.ID, replay.JobBuried)
+	sums := make([]replay.JobSummary, len(buried))
+	for i, j := range buried {
+		sums[i] = replay.Summarize(j)
+	}
+	m.emit(&d, w.ID, &record.WorkflowCancelled{WorkflowID: w.ID, ArchiveBuried: len(buried) > 0})
 	sum.Seq = m.nextSeq - 1
 	m.indexWorkflow(&d, sum)
-	m.buryPending(&d, w.ID, CodeWorkflowFailed, MsgWorkflowCancelled)
+	for _, s := range sums {
+		m.indexJob(&d, now, s, sum.Seq)
+	}
+	m.buryPending(&d, now, w.ID, CodeWorkflowFailed, MsgWorkflowCancelled, true)
 	m.react(&d, now, w, replay.WorkflowCancelled, sum.State, "cancelled")
 	return d, nil
 }

@@ -131,6 +131,18 @@ type JobBuried struct {
 	JobID string `msgpack:"job_id"`
 	Code  string `msgpack:"code,omitempty"`
 	Error string `msgpack:"error"`
+	// Final marks the burial of a step job whose workflow is cancelled in
+	// the same append: the job can never run again, so it leaves the
+	// state, its summary going to the terminal index (RL-11).
+	Final bool `msgpack:"final,omitempty"`
+}
+
+// envelopeVersion: final is new in envelope version 2.
+func (b *JobBuried) envelopeVersion() uint8 {
+	if b.Final {
+		return 2
+	}
+	return 1
 }
 
 // JobRequeued moves a buried job back to pending (JB-7).
@@ -243,6 +255,18 @@ type WorkflowFailed struct {
 // WorkflowCancelled cancels a workflow (WF-17).
 type WorkflowCancelled struct {
 	WorkflowID string `msgpack:"workflow_id"`
+	// ArchiveBuried has the workflow's buried step jobs leave the state
+	// with it, their summaries going to the terminal index in the same
+	// append: nothing can retry them any more (RL-11).
+	ArchiveBuried bool `msgpack:"archive_buried,omitempty"`
+}
+
+// envelopeVersion: archive_buried is new in envelope version 2.
+func (b *WorkflowCancelled) envelopeVersion() uint8 {
+	if b.ArchiveBuried {
+		return 2
+	}
+	return 1
 }
 
 // WorkflowRetried retries a failed workflow (WF-18).

@@ -73,7 +73,7 @@ func genBody(t *rapid.T, k Kind) Body {
 	case KindAttemptReleased:
 		return &AttemptReleased{Outcome: outcome(), AvailableAt: i64("available_at")}
 	case KindJobBuried:
-		return &JobBuried{JobID: str("job_id"), Code: str("code"), Error: str("error")}
+		return &JobBuried{JobID: str("job_id"), Code: str("code"), Error: str("error"), Final: flag("final")}
 	case KindJobRequeued:
 		return &JobRequeued{JobID: str("job_id"), AvailableAt: i64("available_at")}
 	case KindQueuePaused:
@@ -109,7 +109,7 @@ func genBody(t *rapid.T, k Kind) Body {
 	case KindWorkflowFailed:
 		return &WorkflowFailed{WorkflowID: str("workflow_id"), Step: i32("step"), Error: str("error"), At: i64("at")}
 	case KindWorkflowCancelled:
-		return &WorkflowCancelled{WorkflowID: str("workflow_id")}
+		return &WorkflowCancelled{WorkflowID: str("workflow_id"), ArchiveBuried: flag("archive_buried")}
 	case KindWorkflowRetried:
 		return &WorkflowRetried{WorkflowID: str("workflow_id")}
 	case KindWorkflowDeadlineExceeded:
