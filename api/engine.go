@@ -99,6 +99,8 @@ type Engine struct {
 	j    *journal.Journal
 	m    *scheduler.Machine
 	r    *scheduler.Runner
+	// snapshots counts the snapshot writes ([Engine.SnapshotStats]).
+	snapshots snapshotCounts
 
 	hmu              sync.RWMutex
 	handlers         map[string]*handlerEntry
@@ -176,7 +178,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	jopts := journal.Options{
 		FS: opts.FS, Clock: clk, RecordBytesMax: opts.RecordBytesMax, DiskSlowThreshold: opts.DiskSlowThreshold,
 		GroupBytesMax: groupBytesMax(opts.RecordBytesMax), UnitBytesMax: unitBytesMax(opts.RecordBytesMax),
-		UnitRecordsMax: journal.UnitRecordsMaxDefault,
+		UnitRecordsMax: journal.UnitRecordsMaxDefault, SnapshotBytesMax: opts.SnapshotBytesMax,
 	}
 	if n := opts.unitRecordsMax; n > 0 {
 		jopts.GroupRecordsMax, jopts.UnitRecordsMax = min(n, journal.GroupRecordsMaxDefault), n
@@ -322,13 +324,18 @@ func (e *Engine) load() (*replay.State, error) {
 // then verified in the background (Digest(st) is the SHA-256 of these
 // very bytes, so a decode that digests the same proves the round trip); a
 // snapshot that fails is deleted, and older ones are pruned only after a
-// newer one passed.
+// newer one passed. A snapshot that cannot be encoded, written (a state
+// over Options.SnapshotBytesMax) or verified stops nothing, since the
+// journal alone is the truth, but it is counted with its error in
+// [Engine.SnapshotStats]: until one succeeds, restart replays from the
+// previous snapshot.
 func (e *Engine) writeSnapshot(st *replay.State) func() {
+	seq := st.LastSeq
 	b, err := replay.Encode(st)
 	if err != nil {
+		e.snapshots.failed(seq, fmt.Errorf("quire: snapshot at seq %d: encode: %w", seq, err))
 		return nil
 	}
-	seq := st.LastSeq
 	return func() {
 		// Written and checked off the loop: a snapshot holds every active
 		// job, and its synced write would stall dispatch and settlement.
@@ -340,14 +347,20 @@ func (e *Engine) writeSnapshot(st *replay.State) func() {
 			e.snapMu.Lock()
 			defer e.snapMu.Unlock()
 			if err := e.j.WriteSnapshot(context.Background(), seq, b); err != nil {
+				e.snapshots.failed(seq, fmt.Errorf("quire: snapshot: %w", err))
 				return
 			}
 			dec, err := replay.Decode(b)
 			if err != nil || replay.Digest(dec) != sha256.Sum256(b) {
 				e.j.DeleteSnapshot(context.Background(), seq)
+				if err == nil {
+					err = errors.New("decoded state digests differently")
+				}
+				e.snapshots.failed(seq, fmt.Errorf("quire: snapshot at seq %d failed its round-trip check and was deleted: %w", seq, err))
 				return
 			}
 			e.j.DeleteSnapshotsBefore(context.Background(), seq)
+			e.snapshots.written(seq)
 		}()
 	}
 }
@@ -856,3 +869,57 @@ func (e *Engine) RunOnce(ctx context.Context) error {
 	}
 	return e.Close(ctx)
 }
+
+// SnapshotStats counts the engine's state snapshots since [Open] (RL-12):
+// every SnapshotEvery records the engine encodes its state and writes it
+// to the journal, and Open later replays only the records after the
+// newest snapshot. A failed snapshot stops nothing, but until one
+// succeeds again Open replays ever more records; Failed and LastError
+// say so. Written + Failed may lag a snapshot in progress.
+type SnapshotStats struct {
+	// Written counts snapshots written and verified.
+	Written uint64
+	// LastWrittenSeq is the seq the newest of them was taken at, 0 for
+	// none since Open.
+	LastWrittenSeq uint64
+	// Failed counts snapshots that could not be encoded, written or
+	// verified, most often a state over [Options.SnapshotBytesMax] (the
+	// error then wraps [record.ErrTooLarge]).
+	Failed uint64
+	// LastFailedSeq is the seq the newest failed snapshot was taken at,
+	// and LastError its error; 0 and nil while none failed.
+	LastFailedSeq uint64
+	LastError     error
+}
+
+// snapshotCounts is the engine's [SnapshotStats], written by its snapshot
+// goroutines and read by any caller.
+type snapshotCounts struct {
+	mu sync.Mutex
+	s  SnapshotStats
+}
+
+func (c *snapshotCounts) written(seq uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.s.Written++
+	c.s.LastWrittenSeq = seq
+}
+
+func (c *snapshotCounts) failed(seq uint64, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.s.Failed++
+	c.s.LastFailedSeq, c.s.LastError = seq, err
+}
+
+func (c *snapshotCounts) get() SnapshotStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.s
+}
+
+// SnapshotStats returns the engine's snapshot counters so far (see
+// [SnapshotStats]). It may be called at any time, also after the engine
+// stopped, when they are final: Close waits for a snapshot in progress.
+func (e *Engine) SnapshotStats() SnapshotStats { return e.snapshots.get() }

@@ -67,3 +67,6 @@ func SetPhaseStartedHook(f func(phase int)) { testHookPhaseStarted = f }
 // commit, to records and bytes (0 keeps a default) for an engine opened
 // with o.
 func SetUnitCaps(o *Options, records, bytes int) { o.unitRecordsMax, o.unitBytesMax = records, bytes }
+
+// EffectiveOptions returns the options e runs with, defaults applied.
+func EffectiveOptions(e *Engine) Options { return e.opts }

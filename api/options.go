@@ -90,8 +90,13 @@ type Options struct {
 	// PayloadBytesMax caps one job payload after encoding (RL-11), and a
 	// workflow's public state: a step whose output (merged branches, a
 	// wait's result) or whose merged state would be larger fails its
-	// workflow, with the sizes in its error. Zero means 512 KiB; valid
-	// 1 KiB..RecordBytesMax/2.
+	// workflow, with the sizes in its error. Zero means 512 KiB, or
+	// RecordBytesMax/2 if that is smaller; valid 1 KiB up to the smaller
+	// of RecordBytesMax/2 and [PayloadBytesMaxLimit] (8 MiB). The 8 MiB
+	// bound holds whatever RecordBytesMax is: a workflow's state and a
+	// step's output, each up to PayloadBytesMax, are merged into one
+	// value, which must stay within the journal's cap on one encoded
+	// value ([record.ValueBytesMax], 16 MiB).
 	PayloadBytesMax int
 	// RecordBytesMax caps one journal record (RL-11). Zero means 1 MiB;
 	// valid 64 KiB..64 MiB. One group commit carries up to four times as
@@ -102,11 +107,31 @@ type Options struct {
 	// 1 KiB message and a 2 KiB stack, with the audit of up to
 	// [MiddlewareMax] middleware) and the largest workflow_waiting
 	// ([SignalNamesMax] names or [WaitWorkflowsMax] ids).
+	//
+	// It also caps every record read back, so never lower it below the
+	// largest record the journal already holds (one written while it was
+	// higher): replay would refuse that record, and Open fails with an
+	// error matching journal.ErrCorrupt that names RecordBytesMax and the
+	// record's size. Opening with RecordBytesMax raised back to at least
+	// that size opens the journal again; nothing is lost.
 	RecordBytesMax int
 	// SnapshotEvery is the number of records between state snapshots, which
 	// bound the records replayed at open (RL-12). Zero means 10 000; valid
 	// 100..10 000 000.
 	SnapshotEvery int
+	// SnapshotBytesMax caps one encoded state snapshot, in bytes. Zero
+	// means 64 MiB; valid 1 KiB..1 GiB. A snapshot holds every active job
+	// and workflow with its payload or state, and is built in memory. A
+	// state larger than SnapshotBytesMax cannot be snapshotted: the write
+	// fails, the failure is counted in [Engine.SnapshotStats] (with its
+	// error, wrapping [record.ErrTooLarge]) and the engine runs on, but the
+	// newest snapshot stays the previous one, so Open replays every record
+	// after that one rather than at most SnapshotEvery (RL-12 no longer
+	// holds until a snapshot succeeds again). Raise it, or drain active
+	// work, to snapshot again. Lowering it below a snapshot already
+	// written makes Open ignore that snapshot (counted in
+	// [OpenStats].SnapshotsIgnored) and replay from an older one.
+	SnapshotBytesMax int
 	// DiskSlowThreshold is how long one journal file write, sync, create,
 	// rename or remove may be in flight before it is counted as a slow
 	// disk in [Engine.JournalMetrics].DiskSlow (a report only: nothing
@@ -173,6 +198,18 @@ const (
 	SnapshotEveryMax       = 10_000_000
 	DiskSlowThresholdMin   = time.Millisecond
 	DiskSlowThresholdMax   = time.Hour
+
+	// SnapshotBytesMaxDefault, SnapshotBytesMin and SnapshotBytesMaxLimit
+	// are the journal's own default and range for [Options.SnapshotBytesMax].
+	SnapshotBytesMaxDefault = journal.SnapshotBytesMaxDefault
+	SnapshotBytesMin        = 1 << 10
+	SnapshotBytesMaxLimit   = 1 << 30
+
+	// PayloadBytesMaxLimit bounds [Options.PayloadBytesMax] whatever
+	// RecordBytesMax is: half the journal's cap on one encoded value, so
+	// that a workflow state and a step output of at most PayloadBytesMax
+	// each merge into a value within [record.ValueBytesMax].
+	PayloadBytesMaxLimit = record.ValueBytesMax / 2
 )
 
 // ErrInvalidOption is matched by every [*OptionError] with errors.Is.
@@ -288,13 +325,13 @@ func (o Options) withDefaults() Options {
 		o.RecordBytesMax = RecordBytesMaxDefault
 	}
 	if o.PayloadBytesMax == 0 {
-		o.PayloadBytesMax = PayloadBytesMaxDefault
-		if o.PayloadBytesMax > o.RecordBytesMax/2 {
-			o.PayloadBytesMax = o.RecordBytesMax / 2
-		}
+		o.PayloadBytesMax = min(PayloadBytesMaxDefault, payloadBytesMaxFor(o.RecordBytesMax))
 	}
 	if o.SnapshotEvery == 0 {
 		o.SnapshotEvery = SnapshotEveryDefault
+	}
+	if o.SnapshotBytesMax == 0 {
+		o.SnapshotBytesMax = SnapshotBytesMaxDefault
 	}
 	// A copy: appending to the caller's slice later changes nothing.
 	o.OwnedResources = slices.Clone(o.OwnedResources)
@@ -334,11 +371,19 @@ func (o Options) validate() error {
 	if o.RecordBytesMax < RecordBytesMin || o.RecordBytesMax > RecordBytesMaxLimit {
 		return &OptionError{Field: "Options.RecordBytesMax", Value: o.RecordBytesMax, Reason: fmt.Sprintf("must be %d..%d bytes", RecordBytesMin, RecordBytesMaxLimit)}
 	}
-	if o.PayloadBytesMax < PayloadBytesMin || o.PayloadBytesMax > o.RecordBytesMax/2 {
-		return &OptionError{Field: "Options.PayloadBytesMax", Value: o.PayloadBytesMax, Reason: fmt.Sprintf("must be %d..RecordBytesMax/2 (%d) bytes", PayloadBytesMin, o.RecordBytesMax/2)}
+	if most := payloadBytesMaxFor(o.RecordBytesMax); o.PayloadBytesMax < PayloadBytesMin || o.PayloadBytesMax > most {
+		reason := fmt.Sprintf("must be %d..RecordBytesMax/2 (%d) bytes", PayloadBytesMin, most)
+		if most == PayloadBytesMaxLimit {
+			reason = fmt.Sprintf("must be %d..%d bytes: a workflow state and a step output of up to PayloadBytesMax each are merged into one value, which the journal caps at %d bytes (record.ValueBytesMax)",
+				PayloadBytesMin, most, record.ValueBytesMax)
+		}
+		return &OptionError{Field: "Options.PayloadBytesMax", Value: o.PayloadBytesMax, Reason: reason}
 	}
 	if o.SnapshotEvery < SnapshotEveryMin || o.SnapshotEvery > SnapshotEveryMax {
 		return &OptionError{Field: "Options.SnapshotEvery", Value: o.SnapshotEvery, Reason: fmt.Sprintf("must be %d..%d records", SnapshotEveryMin, SnapshotEveryMax)}
+	}
+	if o.SnapshotBytesMax < SnapshotBytesMin || o.SnapshotBytesMax > SnapshotBytesMaxLimit {
+		return &OptionError{Field: "Options.SnapshotBytesMax", Value: o.SnapshotBytesMax, Reason: fmt.Sprintf("must be %d..%d bytes", SnapshotBytesMin, SnapshotBytesMaxLimit)}
 	}
 	if o.DiskSlowThreshold > 0 && (o.DiskSlowThreshold < DiskSlowThresholdMin || o.DiskSlowThreshold > DiskSlowThresholdMax) {
 		return &OptionError{Field: "Options.DiskSlowThreshold", Value: o.DiskSlowThreshold, Reason: fmt.Sprintf("must be %v..%v, 0 for the default or negative for off", DiskSlowThresholdMin, DiskSlowThresholdMax)}
@@ -431,6 +476,14 @@ func validateID(s string) error {
 		return fmt.Errorf("is %d bytes, limit %d", len(s), record.StreamIDBytesMax)
 	}
 	return nil
+}
+
+// payloadBytesMaxFor is the largest PayloadBytesMax a record cap allows:
+// half a record, so that a settlement with an output of PayloadBytesMax
+// fits one, and never more than [PayloadBytesMaxLimit], so that a state
+// and an output merge into a value the codec accepts.
+func payloadBytesMaxFor(recordBytesMax int) int {
+	return min(recordBytesMax/2, PayloadBytesMaxLimit)
 }
 
 // groupBytesMax is the journal's cap on the bytes of one group commit:

@@ -643,6 +643,33 @@ func (j *Journal) loadTail() error {
 	return nil
 }
 
+// overCapReason is the reason [Journal.recordError] gives a record that
+// failed the size check only because it is longer than RecordBytesMax: a
+// record whose envelope passes every check at the largest cap any journal
+// can be written with was written while RecordBytesMax was higher, which
+// Options.RecordBytesMax forbids, and reads again once it is raised back.
+// ok is false for anything else (a record too short, longer than any cap,
+// or failing another check), which stays plain corruption. It reads the
+// record again, so it is for error paths only; the caller holds closeMu
+// shared.
+func (j *Journal) overCapReason(seq uint64) (reason string, ok bool) {
+	val, closer, err := j.db.Get(record.LogKey(seq))
+	if err != nil {
+		return "", false
+	}
+	defer func() { _ = closer.Close() }()
+	n := len(val)
+	if n <= j.opts.RecordBytesMax || n > recordBytesMaxHigh {
+		return "", false
+	}
+	if _, err := record.ParseEnvelope(seq, val, recordBytesMaxHigh); err != nil {
+		return "", false
+	}
+	return fmt.Sprintf("size: a record of %d bytes, intact but over RecordBytesMax (%d): it was written with "+
+		"a higher RecordBytesMax, which must never be lowered below a record the journal holds; "+
+		"open with RecordBytesMax of at least %d to read it", n, j.opts.RecordBytesMax, n), true
+}
+
 // EngineID returns the id the journal was created with.
 func (j *Journal) EngineID() string { return j.engineID }
 

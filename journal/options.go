@@ -45,7 +45,9 @@ type Options struct {
 	// RecordBytesMax caps one encoded record envelope, in bytes. Zero means
 	// record.RecordBytesMaxDefault (1 MiB). Range 1 KiB to 64 MiB, and at
 	// most GroupBytesMax. Reads treat a longer value as corrupt, so never
-	// lower it below records the journal already holds.
+	// lower it below records the journal already holds: a read of such a
+	// record, if it is otherwise intact, fails with a [*CorruptError]
+	// whose reason says so and names the RecordBytesMax that reads it.
 	RecordBytesMax int
 
 	// GroupRecordsMax caps the records one group commit gathers from

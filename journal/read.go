@@ -24,6 +24,11 @@ func (j *Journal) recordError(seq uint64, stream string, err error) error {
 	var re *record.RecordError
 	if errors.As(err, &re) {
 		reason = re.Op
+		if re.Op == "size" {
+			if r, ok := j.overCapReason(seq); ok {
+				reason = r
+			}
+		}
 	}
 	if stream == "" {
 		stream = j.streamOf(seq)

@@ -74,7 +74,9 @@ type RunnerConfig struct {
 	// were decided since the last snapshot, SnapshotFunc is called on the
 	// loop with the state, which is the state at st.LastSeq; it must not
 	// keep st past its return. The func it returns is called on the loop
-	// once st.LastSeq is acknowledged, to write the snapshot (RL-12).
+	// once st.LastSeq is acknowledged, to write the snapshot (RL-12); nil
+	// means none this time, and the next call comes SnapshotEvery records
+	// later.
 	SnapshotEvery uint64
 	SnapshotFunc  func(st *replay.State) (write func())
 	// DeadlineFunc runs an on-deadline handler (WD-10) and returns its
@@ -595,11 +597,14 @@ func (r *Runner) snapshot() {
 	// the state at st.LastSeq, so it is encoded now and written once that
 	// seq is acknowledged. Waiting for a quiet pipeline instead would let
 	// snapshots starve under sustained load (RL-12).
+	// The next try is SnapshotEvery records on, whether this one came to
+	// anything or not: a state that cannot be encoded would otherwise be
+	// encoded again on every pass of the loop.
+	r.lastSnap = st.LastSeq
 	write := r.cfg.SnapshotFunc(st)
 	if write == nil {
 		return
 	}
-	r.lastSnap = st.LastSeq
 	if r.committing == nil && len(r.pending) == 0 {
 		write()
 		return
