@@ -16,6 +16,7 @@ import (
 	"github.com/quire-dev/quire/api"
 	"github.com/quire-dev/quire/clock/clocktest"
 	"github.com/quire-dev/quire/journal"
+	"github.com/quire-dev/quire/journal/record"
 	"github.com/quire-dev/quire/replay"
 )
 
@@ -986,4 +987,37 @@ func ExamplePermanent() {
 	job, _ := eng.Status(ctx, id)
 	fmt.Println(job.Status, job.Attempts, job.LastCode)
 	// Output: buried 1 BAD_CSV
+}
+
+func ExampleEngine_SnapshotStats() {
+	ctx := context.Background()
+	opts, _ := exampleOptions()
+	opts.SnapshotEvery = api.SnapshotEveryMin
+	opts.SnapshotBytesMax = api.SnapshotBytesMin // 1 KiB: far too small for this state
+	eng, err := api.Open(ctx, opts)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := api.Handle(eng, "greet", func(ctx context.Context, d *api.Delivery, in greeting) error { return nil }); err != nil {
+		log.Fatal(err)
+	}
+	if err := eng.PauseQueue(ctx, "default"); err != nil { // the jobs stay in the state
+		log.Fatal(err)
+	}
+	for i := 0; i < 120; i++ {
+		if _, err := eng.Enqueue(ctx, "greet", greeting{Name: "Ada"}); err != nil {
+			log.Fatal(err)
+		}
+	}
+	if err := eng.Close(ctx); err != nil { // Close waits for a snapshot in progress
+		log.Fatal(err)
+	}
+	st := eng.SnapshotStats()
+	// A monitoring loop would alert on Failed: until a snapshot succeeds,
+	// restart replays every record since the previous one.
+	fmt.Println("written:", st.Written, "failed:", st.Failed, "at seq", st.LastFailedSeq)
+	fmt.Println("too large:", errors.Is(st.LastError, record.ErrTooLarge))
+	// Output:
+	// written: 0 failed: 1 at seq 100
+	// too large: true
 }
