@@ -486,7 +486,9 @@ func (m *Machine) react(d *Decision, now time.Time, w *replay.Workflow, status r
 			keep = append(keep, id)
 			continue
 		}
-		if !m.settleWorkflowsWait(d, now, x, &def.Steps[x.Step], x.Wait.Workflows, true) {
+		step := &def.Steps[x.Step]
+		if waitUndecided(m.st, step, x.Wait.Workflows, w.ID, status) ||
+			!m.settleWorkflowsWait(d, now, x, step, x.Wait.Workflows, true) {
 			keep = append(keep, id)
 		}
 	}
@@ -536,6 +538,31 @@ func (m *Machine) sweepWaiters() {
 		}
 	}
 	m.waiters, m.waiterEntries, m.waitersSwept = waiters, n, n
+}
+
+// waitUndecided reports, from the state alone, that dep finishing with
+// status cannot settle a wait for ids: an All wait, on a completion, or
+// an Any wait, on a failure, while another of its dependencies is still
+// under way. Deciding the wait in full costs a terminal-index read for
+// every dependency that left the state, on the engine's one loop: with
+// hundreds of dependencies finishing one by one, that was quadratic. A
+// dependency that failed or was cancelled before would have settled an
+// All wait then, and one that completed an Any wait; a wait whose
+// reaction was deferred, or whose definition was not registered, is
+// decided in full later (settleDeferred, WorkflowRegistered).
+func waitUndecided(st *replay.State, step *StepDef, ids []string, dep string, status replay.WorkflowStatus) bool {
+	switch {
+	case step.Mode == ModeAll && status == replay.WorkflowCompleted:
+	case step.Mode == ModeAny && status != replay.WorkflowCompleted:
+	default:
+		return false
+	}
+	for _, id := range ids {
+		if x := st.Workflows[id]; id != dep && x != nil && x.Status != replay.WorkflowFailed {
+			return true
+		}
+	}
+	return false
 }
 
 // childFinished applies the outcome of p's child (WF-8): its public state
