@@ -221,6 +221,8 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		Execute:               e.run,
 		OnFatal:               e.onFatal,
 		SnapshotEvery:         uint64(opts.SnapshotEvery),
+		SnapshotSlack:         uint64(max(jopts.GroupRecordsMax, journal.GroupRecordsMaxDefault)),
+		SnapshotSeq:           e.stats.SnapshotSeq,
 		SnapshotFunc:          e.writeSnapshot,
 		DeadlineFunc:          e.runDeadline,
 		HandlerTimeout:        opts.DeliveryTimeout,
@@ -329,24 +331,30 @@ func (e *Engine) load() (*replay.State, error) {
 // journal alone is the truth, but it is counted with its error in
 // [Engine.SnapshotStats]: until one succeeds, restart replays from the
 // previous snapshot.
-func (e *Engine) writeSnapshot(st *replay.State) func() {
+func (e *Engine) writeSnapshot(st *replay.State) func(stored func(bool)) {
 	seq := st.LastSeq
 	b, err := replay.Encode(st)
 	if err != nil {
 		e.snapshots.failed(seq, fmt.Errorf("quire: snapshot at seq %d: encode: %w", seq, err))
 		return nil
 	}
-	return func() {
+	return func(stored func(bool)) {
 		// Written and checked off the loop: a snapshot holds every active
 		// job, and its synced write would stall dispatch and settlement.
 		// snapMu keeps snapshots in seq order; Stop and Close wait for
-		// snapWG before closing the journal.
+		// snapWG before closing the journal. The runner holds appends
+		// that would outrun RL-12's bound until stored is called.
 		e.snapWG.Add(1)
 		go func() {
 			defer e.snapWG.Done()
 			e.snapMu.Lock()
 			defer e.snapMu.Unlock()
-			if err := e.j.WriteSnapshot(context.Background(), seq, b); err != nil {
+			if h := testHookSnapshotWrite; h != nil {
+				h(seq)
+			}
+			err := e.j.WriteSnapshot(context.Background(), seq, b)
+			stored(err == nil)
+			if err != nil {
 				e.snapshots.failed(seq, fmt.Errorf("quire: snapshot: %w", err))
 				return
 			}

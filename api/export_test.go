@@ -70,3 +70,12 @@ func SetUnitCaps(o *Options, records, bytes int) { o.unitRecordsMax, o.unitBytes
 
 // EffectiveOptions returns the options e runs with, defaults applied.
 func EffectiveOptions(e *Engine) Options { return e.opts }
+
+// SetSnapshotWriteHook installs f to run before each snapshot is written,
+// for the engines opened afterwards; nil removes it. Tests using it must
+// not run in parallel.
+func SetSnapshotWriteHook(f func(seq uint64)) { testHookSnapshotWrite = f }
+
+// SnapshotHeld reports whether the engine's next append waits for a
+// snapshot being written (RL-12).
+func SnapshotHeld(e *Engine) (bool, error) { return e.r.SnapshotHeld(context.Background()) }

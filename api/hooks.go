@@ -16,3 +16,8 @@ var testHookStartup func(step string) error
 // makes work due there, in the window between the record and the phase's
 // first action.
 var testHookPhaseStarted func(phase int)
+
+// testHookSnapshotWrite, when set by a test before Open, runs on the
+// snapshot goroutine before the snapshot at seq is written: a test blocks
+// it there to hold a snapshot on its way.
+var testHookSnapshotWrite func(seq uint64)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -297,5 +298,68 @@ func TestRL12_SustainedLoadKeepsRestartBounded(t *testing.T) {
 	defer mu.Unlock()
 	if violated != "" {
 		t.Fatalf("RL-12: %s; the bound is SnapshotEvery + one group = %d", violated, bound)
+	}
+}
+
+// RL-12: while a snapshot is on its way, appends that would take the
+// journal more than SnapshotEvery + one group past the newest stored
+// snapshot wait for it, so that a crash never leaves more than that to
+// replay, however slow the snapshot's write. The write is held here until
+// the engine holds its appends.
+func TestRL12_AppendsWaitForASlowSnapshot(t *testing.T) {
+	const every = 100
+	bound := uint64(every + journal.GroupRecordsMaxDefault)
+	release := make(chan struct{})
+	var once sync.Once
+	api.SetSnapshotWriteHook(func(uint64) { once.Do(func() { <-release }) })
+	defer api.SetSnapshotWriteHook(nil)
+	var appended atomic.Uint64
+	api.SetAfterAppendHook(func(seqs []uint64) { appended.Store(max(appended.Load(), seqs[len(seqs)-1])) })
+	defer api.SetAfterAppendHook(nil)
+
+	b := setup(t, func(o *api.Options) { o.SnapshotEvery = every })
+	var released sync.Once
+	unblock := func() { released.Do(func() { close(release) }) }
+	t.Cleanup(unblock) // before the engine's Close, which waits for the write
+	if err := api.Handle(b.eng, "held", func(context.Context, *api.Delivery, msg) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.eng.PauseQueue(b.ctx, "default"); err != nil { // one record per enqueue
+		t.Fatal(err)
+	}
+	const n = 2000
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			if _, err := b.eng.Enqueue(b.ctx, "held", msg{N: i}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	// Until the engine holds its appends for the snapshot, or outruns the
+	// bound without.
+	for {
+		held, err := api.SnapshotHeld(b.eng)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appended.Load(); got > bound {
+			t.Fatalf("RL-12: appended up to seq %d while the first snapshot (seq %d or so) was being written; the bound is %d", got, every, bound)
+		}
+		if held {
+			break
+		}
+		runtime.Gosched()
+	}
+	if got := appended.Load(); got > bound || got+journal.GroupRecordsMaxDefault < bound {
+		t.Fatalf("held at seq %d: want the appends held near the bound, %d", got, bound)
+	}
+	unblock()
+	wg.Wait()
+	if got := appended.Load(); got < n {
+		t.Fatalf("appended up to seq %d after the snapshot was written, want every enqueue", got)
+	}
+	if ss := b.eng.SnapshotStats(); ss.Written == 0 {
+		t.Fatalf("snapshot stats %+v: want snapshots written", ss)
 	}
 }

@@ -76,9 +76,18 @@ type RunnerConfig struct {
 	// keep st past its return. The func it returns is called on the loop
 	// once st.LastSeq is acknowledged, to write the snapshot (RL-12); nil
 	// means none this time, and the next call comes SnapshotEvery records
-	// later.
+	// later. write must call stored exactly once, from any goroutine, when
+	// the snapshot is stored (true) or given up (false).
+	//
+	// While a snapshot is on its way, appends that would take the journal
+	// more than SnapshotEvery + SnapshotSlack records past the newest
+	// stored snapshot wait for it: a crash then never leaves more than
+	// that for the next Open to replay (RL-12). SnapshotSeq is the seq of
+	// the newest stored snapshot at open, 0 for none.
 	SnapshotEvery uint64
-	SnapshotFunc  func(st *replay.State) (write func())
+	SnapshotSlack uint64
+	SnapshotSeq   uint64
+	SnapshotFunc  func(st *replay.State) (write func(stored func(ok bool)))
 	// DeadlineFunc runs an on-deadline handler (WD-10) and returns its
 	// outcome (HandlerOK, HandlerFailed, HandlerPanicked or
 	// HandlerNotRegistered) and, unless ok, a message for the debug record.
@@ -208,15 +217,22 @@ type Runner struct {
 	spare      *batch        // an acknowledged batch kept for reuse (recycle)
 	dispatch   bool
 	lastSnap   uint64
-	snapSeq    uint64                        // seq of a snapshot waiting for its acknowledgement
-	snapWrite  func()                        // its write
-	handlers   map[uint64]context.CancelFunc // running on-deadline handlers by expiry
-	checkAt    time.Time                     // next deadline check, zero when off
-	drainWait  []chan struct{}
-	idleWait   []chan struct{}
-	quarWait   []chan struct{}
-	execWG     sync.WaitGroup
-	execs      *execPool[*Attempt]
+	snapSeq    uint64           // seq of a snapshot on its way: encoded, not yet stored or given up
+	snapWrite  func(func(bool)) // its write, until its seq is acknowledged
+	snapBusy   int              // snapshot writes on their way: not yet stored or given up
+	snapStored uint64           // seq of the newest snapshot stored
+	// snapDone holds the outcomes of snapshot writes, sent from their
+	// goroutines; snapNote tells the loop there are some.
+	snapMu    sync.Mutex
+	snapDone  []snapResult
+	snapNote  chan struct{}
+	handlers  map[uint64]context.CancelFunc // running on-deadline handlers by expiry
+	checkAt   time.Time                     // next deadline check, zero when off
+	drainWait []chan struct{}
+	idleWait  []chan struct{}
+	quarWait  []chan struct{}
+	execWG    sync.WaitGroup
+	execs     *execPool[*Attempt]
 	// abortDeferred: the final abort of a shutdown is the caller's
 	// (DeferFinalAbort, DL-41); held are the attempts whose owners reached
 	// their forced owner cutoff unsettled and wait for it (Revoke).
@@ -231,21 +247,23 @@ func NewRunner(cfg RunnerConfig, m *Machine) *Runner {
 	}
 	r := &Runner{
 		cfg: cfg, m: m,
-		ops:      make(chan op),
-		results:  make(chan Result, resultsPerPass),
-		owner:    make(chan ownerEvent, 64),
-		hdone:    make(chan handlerDone, 16),
-		commitCh: make(chan *batch, 1),
-		acks:     make(chan ack, 1),
-		stopCh:   make(chan struct{}),
-		loopDone: make(chan struct{}),
-		attempts: make(map[uint64]*attempt),
-		lost:     make(map[uint64]*lostExecution),
-		settling: make(map[uint64]settleWait),
-		root:     cfg.Root,
-		runtime:  newSignal(nil),
-		handlers: make(map[uint64]context.CancelFunc),
-		lastSnap: m.State().LastSeq,
+		ops:        make(chan op),
+		results:    make(chan Result, resultsPerPass),
+		owner:      make(chan ownerEvent, 64),
+		hdone:      make(chan handlerDone, 16),
+		commitCh:   make(chan *batch, 1),
+		acks:       make(chan ack, 1),
+		stopCh:     make(chan struct{}),
+		loopDone:   make(chan struct{}),
+		attempts:   make(map[uint64]*attempt),
+		lost:       make(map[uint64]*lostExecution),
+		settling:   make(map[uint64]settleWait),
+		root:       cfg.Root,
+		runtime:    newSignal(nil),
+		handlers:   make(map[uint64]context.CancelFunc),
+		lastSnap:   cfg.SnapshotSeq,
+		snapStored: cfg.SnapshotSeq,
+		snapNote:   make(chan struct{}, 1),
 	}
 	r.execs = newExecPool(r.loopDone, r.execute)
 	return r
@@ -449,6 +467,16 @@ func (r *Runner) loop() {
 			if !r.acked(a) {
 				return
 			}
+		case <-r.snapNote:
+			r.snapMu.Lock()
+			for _, res := range r.snapDone {
+				r.snapBusy--
+				if res.ok {
+					r.snapStored = max(r.snapStored, res.seq)
+				}
+			}
+			r.snapDone = r.snapDone[:0]
+			r.snapMu.Unlock()
 		case <-timerC:
 			r.timer = nil
 			r.fire()
@@ -605,11 +633,48 @@ func (r *Runner) snapshot() {
 	if write == nil {
 		return
 	}
+	r.snapSeq = st.LastSeq
 	if r.committing == nil && len(r.pending) == 0 {
-		write()
+		r.writeSnapshot(write)
 		return
 	}
-	r.snapSeq, r.snapWrite = st.LastSeq, write
+	r.snapWrite = write
+}
+
+// snapResult is the outcome of a snapshot write.
+type snapResult struct {
+	seq uint64
+	ok  bool
+}
+
+// writeSnapshot calls write, which reports its outcome to the loop, from
+// any goroutine and without blocking, even once the loop has ended.
+func (r *Runner) writeSnapshot(write func(func(bool))) {
+	seq := r.snapSeq
+	r.snapBusy++
+	write(func(ok bool) {
+		r.snapMu.Lock()
+		r.snapDone = append(r.snapDone, snapResult{seq: seq, ok: ok})
+		r.snapMu.Unlock()
+		select {
+		case r.snapNote <- struct{}{}:
+		default: // the loop has a note to read already
+		}
+	})
+}
+
+// snapHold reports whether b waits for the snapshot being written:
+// appended, it would take the journal past what RL-12 lets a restart
+// replay after the newest stored snapshot. Nothing waits for a snapshot
+// still waiting for its own seq's acknowledgement, which would wait for
+// b in turn, nor without one on its way (one that failed cannot be
+// waited for); a batch larger than the slack goes once it is stored.
+func (r *Runner) snapHold(b *batch) bool {
+	n := len(b.d.Records)
+	if r.snapBusy == 0 || n == 0 {
+		return false
+	}
+	return b.d.Records[n-1].Seq > r.snapStored+r.cfg.SnapshotEvery+r.cfg.SnapshotSlack
 }
 
 // WaitIdle returns once the runner is quiescent at the clock's current
@@ -658,7 +723,7 @@ func (r *Runner) checkDrained() {
 // flush hands the oldest pending batch to the committer unless a batch is
 // being committed.
 func (r *Runner) flush() {
-	if r.committing != nil || len(r.pending) == 0 || r.holdFor(r.pending[0]) {
+	if r.committing != nil || len(r.pending) == 0 || r.snapHold(r.pending[0]) || r.holdFor(r.pending[0]) {
 		return
 	}
 	r.committing = r.pending[0]
@@ -750,7 +815,7 @@ func (r *Runner) acked(a ack) bool {
 		if r.snapWrite != nil && last >= r.snapSeq {
 			write := r.snapWrite
 			r.snapWrite = nil
-			write()
+			r.writeSnapshot(write)
 		}
 		for seq := range r.settling {
 			if seq <= last {
@@ -975,4 +1040,12 @@ func (r *Runner) Decided(ctx context.Context) (uint64, error) {
 	var seq uint64
 	err := r.call(ctx, func(time.Time) { seq = r.m.NextSeq() - 1 })
 	return seq, err
+}
+
+// SnapshotHeld reports whether the next batch waits for a snapshot being
+// written (RL-12): appended, it would outrun the restart bound.
+func (r *Runner) SnapshotHeld(ctx context.Context) (bool, error) {
+	var held bool
+	err := r.call(ctx, func(time.Time) { held = r.committing == nil && len(r.pending) > 0 && r.snapHold(r.pending[0]) })
+	return held, err
 }
