@@ -96,6 +96,24 @@ func wantWaitersDone(b *testBundle, target string, waiters []string) {
 	}
 }
 
+// shutdownReleasing shuts b's engine down, closing release once phase 1
+// has stopped dispatch, so that a step blocked on it finishes after
+// nothing more is dispatched in this run; then opens the engine again,
+// not started.
+func shutdownReleasing(b *testBundle, release chan struct{}) {
+	b.t.Helper()
+	api.SetPhaseStartedHook(func(phase int) {
+		if phase == int(shutdown.PhaseCloseAdmission) {
+			close(release)
+		}
+	})
+	defer api.SetPhaseStartedHook(nil)
+	if err := b.eng.Shutdown(b.ctx); err != nil {
+		b.t.Fatalf("shutdown: %v", err)
+	}
+	b.open()
+}
+
 // resumedWaiters returns how many of recs resume a waiter.
 func resumedWaiters(recs []journalRecord, waiters []string) int {
 	is := make(map[string]bool, len(waiters))
@@ -158,18 +176,7 @@ func TestWF7_DeferredReactionsSettleAfterRestart(t *testing.T) {
 	waiters := dispatchWaiters(b, target, fanInWaiters)
 	// The target's step is running; it returns once phase 1 has stopped
 	// dispatch, so that nothing in this run settles the waits left over.
-	api.SetPhaseStartedHook(func(phase int) {
-		if phase == int(shutdown.PhaseCloseAdmission) {
-			close(release)
-		}
-	})
-	defer api.SetPhaseStartedHook(nil)
-	if err := b.eng.Shutdown(b.ctx); err != nil {
-		t.Fatalf("shutdown: %v", err)
-	}
-	api.SetPhaseStartedHook(nil)
-
-	b.open()
+	shutdownReleasing(b, release)
 	recs := b.records()
 	if n := resumedWaiters(recs, waiters); n == 0 || n >= fanInWaiters {
 		t.Fatalf("%d of %d waiters resumed in the run the target finished in, want some, not all", n, fanInWaiters)
@@ -272,18 +279,7 @@ func TestWF8_DeferredCompletionsSettleAfterRestart(t *testing.T) {
 	wfDispatch(b, "lvl0", api.State{})
 	<-started // every level is started and waits for the next
 	ids := chainIDs(b)
-	api.SetPhaseStartedHook(func(phase int) {
-		if phase == int(shutdown.PhaseCloseAdmission) {
-			close(release)
-		}
-	})
-	defer api.SetPhaseStartedHook(nil)
-	if err := b.eng.Shutdown(b.ctx); err != nil {
-		t.Fatalf("shutdown: %v", err)
-	}
-	api.SetPhaseStartedHook(nil)
-
-	b.open()
+	shutdownReleasing(b, release)
 	done := len(wfBodies[*record.WorkflowCompleted](b.records()))
 	if done == 0 || done >= chainDepth {
 		t.Fatalf("%d of %d levels completed in the run the innermost finished in, want some, not all", done, chainDepth)
