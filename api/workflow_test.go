@@ -1761,3 +1761,32 @@ func TestRL11_CancelledWorkflowLeavesNoJobsBehind(t *testing.T) {
 		b.wantStatus(id, api.JobBuried)
 	}
 }
+
+// RL-11, WF-20: a step job still running when its workflow is cancelled,
+// whose attempt then fails, is buried with the workflow's error and leaves
+// the state at once: nothing can run it again.
+func TestRL11_LateFailureOfACancelledWorkflowsStepLeavesTheState(t *testing.T) {
+	b := setup(t, nil)
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	wfRegister(t, b.eng, api.NewWorkflow("late").Then("x", func(context.Context, *api.Delivery, api.State) (api.State, error) {
+		started <- struct{}{}
+		<-release
+		return nil, errors.New("failed after the cancel")
+	}))
+	b.start()
+	id := wfDispatch(b, "late", api.State{})
+	<-started
+	if err := b.eng.CancelWorkflow(b.ctx, id); err != nil {
+		t.Fatalf("cancel: %v", err)
+	}
+	close(release)
+	b.idle()
+	job := b.stepJob("late/x")
+	if _, ok := foldRecords(t, b.records()).Jobs[job]; ok {
+		t.Fatalf("job %s of cancelled workflow %s is still in the state", job, id)
+	}
+	if j := b.wantStatus(job, api.JobBuried); j.Attempts != 1 {
+		t.Fatalf("job %s: %d attempts, want 1", job, j.Attempts)
+	}
+	b.checkReplay()
+}

@@ -174,6 +174,9 @@ func apply(s *State, r record.Record) error {
 		closeAttempt(s, j, &b.Outcome)
 		j.Status = JobBuried
 		releaseUnique(s, j)
+		if b.Final {
+			delete(s.Jobs, j.ID) // its summary is in the terminal index
+		}
 	case *record.AttemptReleased:
 		j, err := settling(s, &b.Outcome)
 		if err != nil {

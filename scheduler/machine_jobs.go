@@ -156,9 +156,19 @@ func (m *Machine) Settle(now time.Time, res Result) (Decision, error) {
 		m.emit(&d, j.Stream, &record.AttemptReleased{Outcome: out, AvailableAt: now.UnixNano()})
 	case j.WorkflowID != "" && !live:
 		// WF-20, WD-9: the workflow moved on; a failure is buried with the
-		// workflow's error instead of being retried.
+		// workflow's error instead of being retried. A workflow that left
+		// the state (completed, cancelled) can never run the job again:
+		// it leaves the state too, its summary going to the terminal
+		// index (RL-11).
 		out.Error = workflowError(w)
-		m.emit(&d, j.Stream, &record.AttemptBuried{Outcome: out})
+		final := m.st.Workflows[j.WorkflowID] == nil
+		sum := replay.Summarize(j)
+		m.emit(&d, j.Stream, &record.AttemptBuried{Outcome: out, Final: final})
+		if final {
+			sum.Status, sum.LastCode, sum.LastError = replay.JobBuried, out.Code, out.Error
+			sum.Attempts, sum.Consumed = j.Attempts, j.Consumed
+			m.indexJob(&d, now, sum, m.nextSeq-1)
+		}
 	case live && w.DeadlineAt != 0 && !now.Before(time.Unix(0, w.DeadlineAt)):
 		// WD-7: a step failing at or after deadline_at is not retried.
 		out.Code, out.Error = CodeDeadlineExceeded, MsgDeadlineExceeded
@@ -344,8 +354,15 @@ func (m *Machine) Recover(now time.Time, runID, version string, notes ...record.
 			if s, ok := m.lookup(j.WorkflowID); w == nil && ok {
 				msg = "workflow is " + s.Status // it left the state: completed or cancelled
 			}
-			m.emit(&d, j.Stream, &record.JobBuried{JobID: j.ID, Code: CodeInterruptedByCrash,
-				Error: "attempt interrupted by a crash; " + msg})
+			// A workflow that left the state takes its job along, as
+			// attempt_buried does (Settle).
+			sum := replay.Summarize(j)
+			msg = "attempt interrupted by a crash; " + msg
+			m.emit(&d, j.Stream, &record.JobBuried{JobID: j.ID, Code: CodeInterruptedByCrash, Error: msg, Final: w == nil})
+			if w == nil {
+				sum.Status, sum.LastCode, sum.LastError = replay.JobBuried, CodeInterruptedByCrash, msg
+				m.indexJob(&d, now, sum, m.nextSeq-1)
+			}
 			continue
 		}
 		m.buryJob(&d, now, j, CodeInterruptedByCrash, "attempt interrupted by a crash and attempts are exhausted")

@@ -222,10 +222,18 @@ func (e *AttemptRetryScheduled) appendBody(b []byte) []byte {
 	return mpwrite.AppendInt64(mpwrite.AppendString(b, "available_at"), e.AvailableAt)
 }
 
-func (e *AttemptBuried) bodyBytesMax() int { return e.Outcome.bytesMax() }
+func (e *AttemptBuried) bodyBytesMax() int { return e.Outcome.bytesMax() + 1 + len("final") + 1 }
 
 func (e *AttemptBuried) appendBody(b []byte) []byte {
-	return appendOutcome(mpwrite.AppendMapLen(b, e.fields()), &e.Outcome)
+	n := e.fields()
+	if e.Final {
+		n++
+	}
+	b = appendOutcome(mpwrite.AppendMapLen(b, n), &e.Outcome)
+	if e.Final {
+		b = mpwrite.AppendBool(mpwrite.AppendString(b, "final"), true)
+	}
+	return b
 }
 
 func (e *AttemptReleased) bodyBytesMax() int {

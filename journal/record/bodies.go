@@ -117,6 +117,19 @@ type AttemptRetryScheduled struct {
 // AttemptBuried settles a failure that buries the job.
 type AttemptBuried struct {
 	Outcome `msgpack:",inline"`
+	// Final marks the burial of a step job whose workflow has left the
+	// state (completed or cancelled): the job can never run again, so it
+	// leaves the state too, its summary going to the terminal index
+	// (RL-11).
+	Final bool `msgpack:"final,omitempty"`
+}
+
+// envelopeVersion: final is new in envelope version 2.
+func (b *AttemptBuried) envelopeVersion() uint8 {
+	if b.Final {
+		return 2
+	}
+	return 1
 }
 
 // AttemptReleased settles an attempt interrupted by a non-timeout reason:

@@ -16,8 +16,8 @@ const (
 	// every field its body carries, so that a build that knows less
 	// refuses it as [ErrNewerVersion], not as corruption (its decoder
 	// refuses unknown fields): version 1 for most records, 2 for a
-	// workflow_started that records on_deadline, a final job_buried and
-	// a workflow_cancelled that archives buried jobs. Versions 1 to
+	// workflow_started that records on_deadline, a final job_buried or
+	// attempt_buried and a workflow_cancelled that archives buried jobs. Versions 1 to
 	// Version are read.
 	Version uint8 = 2
 	// versionMin is the oldest envelope version.

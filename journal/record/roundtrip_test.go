@@ -69,7 +69,7 @@ func genBody(t *rapid.T, k Kind) Body {
 	case KindAttemptRetryScheduled:
 		return &AttemptRetryScheduled{Outcome: outcome(), DelayNanos: i64("delay"), AvailableAt: i64("available_at")}
 	case KindAttemptBuried:
-		return &AttemptBuried{Outcome: outcome()}
+		return &AttemptBuried{Outcome: outcome(), Final: flag("final")}
 	case KindAttemptReleased:
 		return &AttemptReleased{Outcome: outcome(), AvailableAt: i64("available_at")}
 	case KindJobBuried:
