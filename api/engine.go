@@ -214,6 +214,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		StateBytesMax:   opts.PayloadBytesMax,
 		UnitRecordsMax:  jopts.UnitRecordsMax,
 		UnitBytesMax:    jopts.UnitBytesMax,
+		RecordBytesMax:  opts.RecordBytesMax,
 	}, st)
 	e.r = scheduler.NewRunner(scheduler.RunnerConfig{
 		Clock:                 clk,

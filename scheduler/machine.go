@@ -62,6 +62,10 @@ type Config struct {
 	// would take it past follow in appends of their own, since an append
 	// the journal refuses stops the engine (RL-2). Zero means no bound.
 	UnitRecordsMax, UnitBytesMax int
+	// RecordBytesMax bounds one record and one index value, as the
+	// journal does; with it, a unit too small to reach half of
+	// UnitBytesMax is not encoded to be sized. Zero means unknown.
+	RecordBytesMax int
 }
 
 // IndexEntry sets the terminal-index value of an id in the same append as

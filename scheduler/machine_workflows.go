@@ -611,6 +611,13 @@ func (m *Machine) unitHalfFull(d *Decision) bool {
 	if m.cfg.UnitRecordsMax <= 0 && m.cfg.UnitBytesMax <= 0 {
 		return false
 	}
+	if recs := len(d.Records) - d.unitRecords; m.cfg.RecordBytesMax > 0 && m.cfg.UnitRecordsMax > 0 &&
+		recs < m.cfg.UnitRecordsMax/2 && (recs+len(d.Index)-d.unitIndex)*m.cfg.RecordBytesMax < m.cfg.UnitBytesMax/2 {
+		// No record or index entry is longer than a record: too few to
+		// reach half the bytes, whatever they hold. The common case
+		// encodes nothing.
+		return false
+	}
 	recs, bytes, buf := d.unitSize(m.sizeBuf)
 	m.sizeBuf = buf[:0]
 	return (m.cfg.UnitRecordsMax > 0 && recs >= m.cfg.UnitRecordsMax/2) ||
