@@ -65,63 +65,80 @@ func TestRL11_CancelledWaitersLeaveTheWaiterLists(t *testing.T) {
 	b.replayed()
 }
 
-// WF-7: a wait for many workflows that complete one by one is decided
-// without reading every finished dependency's summary at each completion:
-// an All wait with another dependency still running cannot be settled by
-// a completion. n completions cost about n terminal-index reads, not n²/2.
-func TestWF7_CompletionsOfAWaitsDependenciesReadEachSummaryOnce(t *testing.T) {
+// WF-7: a wait for many workflows that finish one by one is decided
+// without reading every finished dependency's summary at each event: an
+// All wait with another dependency still running cannot be settled by a
+// completion, nor an Any wait by a failure. n events cost about n
+// terminal-index reads, not n²/2.
+func TestWF7_WaitsReadEachFinishedDependencyOnce(t *testing.T) {
 	t.Parallel()
-	defs := map[string]*WorkflowDef{
-		"waiter": {Name: "waiter", Hash: "hw", Steps: []StepDef{{Kind: StepWorkflows, Name: "0", Mode: ModeAll, FromKey: "deps"}}},
-		"dep":    {Name: "dep", Hash: "hd", Steps: []StepDef{{Kind: StepSignal, Name: "0", Signals: []string{"go"}, Mode: ModeAll}}},
+	for _, c := range []struct {
+		mode   string
+		finish string // "completed" (a signal) or "cancelled"
+		want   record.Kind
+	}{
+		{ModeAll, "completed", record.KindWorkflowCompleted},
+		{ModeAny, "cancelled", record.KindWorkflowFailed},
+	} {
+		t.Run(c.mode, func(t *testing.T) {
+			t.Parallel()
+			defs := map[string]*WorkflowDef{
+				"waiter": {Name: "waiter", Hash: "hw", Steps: []StepDef{{Kind: StepWorkflows, Name: "0", Mode: c.mode, FromKey: "deps"}}},
+				"dep":    {Name: "dep", Hash: "hd", Steps: []StepDef{{Kind: StepSignal, Name: "0", Signals: []string{"go"}, Mode: ModeAll}}},
+			}
+			finished := map[string]bool{} // the terminal index, as far as the test goes
+			reads := 0
+			b := setup(t, nil, func(cfg *Config) {
+				cfg.WorkflowFunc = func(name string) *WorkflowDef { return defs[name] }
+				cfg.LookupFunc = func(id string) (WorkflowSummary, bool) {
+					reads++
+					return WorkflowSummary{Status: c.finish}, finished[id]
+				}
+			})
+			b.recover(t0)
+			take := func(d Decision, err error) {
+				t.Helper()
+				if err != nil {
+					t.Fatal(err)
+				}
+				b.take(d)
+				b.m.Acked(b.m.NextSeq() - 1) // summaries come from LookupFunc from now on
+			}
+			const n = 300
+			deps := make([]any, n)
+			for i := range deps {
+				d, id, err := b.m.StartWorkflow(t0, DispatchRequest{Name: "dep"})
+				take(d, err)
+				deps[i] = id
+			}
+			state, err := replay.EncodeState(map[string]any{"deps": deps})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, waiter, err := b.m.StartWorkflow(t0, DispatchRequest{Name: "waiter", State: state})
+			take(d, err)
+			reads = 0
+			for _, id := range deps {
+				if c.finish == "completed" {
+					take(b.m.Signal(t0, id.(string), "go", nil))
+				} else {
+					take(b.m.Cancel(t0, id.(string)))
+				}
+				finished[id.(string)] = true
+			}
+			ended := false
+			for _, r := range b.recs {
+				if r.Kind() == c.want && r.Stream == waiter {
+					ended = true
+				}
+			}
+			if !ended {
+				t.Fatalf("the waiter has no %s after its %d dependencies were %s", c.want, n, c.finish)
+			}
+			if reads > 2*n {
+				t.Fatalf("%d terminal-index reads for %d events, want at most %d", reads, n, 2*n)
+			}
+			b.replayed()
+		})
 	}
-	done := map[string]bool{} // the terminal index, as far as the test goes
-	reads := 0
-	b := setup(t, nil, func(c *Config) {
-		c.WorkflowFunc = func(name string) *WorkflowDef { return defs[name] }
-		c.LookupFunc = func(id string) (WorkflowSummary, bool) {
-			reads++
-			return WorkflowSummary{Status: "completed"}, done[id]
-		}
-	})
-	b.recover(t0)
-	take := func(d Decision, err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-		b.take(d)
-		b.m.Acked(b.m.NextSeq() - 1) // summaries come from LookupFunc from now on
-	}
-	const n = 300
-	deps := make([]any, n)
-	for i := range deps {
-		d, id, err := b.m.StartWorkflow(t0, DispatchRequest{Name: "dep"})
-		take(d, err)
-		deps[i] = id
-	}
-	state, err := replay.EncodeState(map[string]any{"deps": deps})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, waiter, err := b.m.StartWorkflow(t0, DispatchRequest{Name: "waiter", State: state})
-	take(d, err)
-	reads = 0
-	for _, id := range deps {
-		take(b.m.Signal(t0, id.(string), "go", nil))
-		done[id.(string)] = true
-	}
-	completed := false
-	for _, r := range b.recs {
-		if c, ok := r.Body.(*record.WorkflowCompleted); ok && c.WorkflowID == waiter {
-			completed = true
-		}
-	}
-	if !completed {
-		t.Fatalf("the waiter did not complete after its %d dependencies did", n)
-	}
-	if reads > 2*n {
-		t.Fatalf("%d terminal-index reads for %d completions, want at most %d", reads, n, 2*n)
-	}
-	b.replayed()
 }
