@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -1760,6 +1761,56 @@ func TestRL11_CancelledWorkflowLeavesNoJobsBehind(t *testing.T) {
 	for id := range jobs {
 		b.wantStatus(id, api.JobBuried)
 	}
+}
+
+// RL-11, WF-18: the step job buried by a failed entry stays in the state
+// while its workflow could be retried; once a retry has completed the
+// workflow, it leaves the state in the workflow_completed append, and
+// Status still reads it, buried, from the terminal index.
+func TestRL11_RetriedWorkflowLeavesItsBuriedJobsWhenItCompletes(t *testing.T) {
+	b := setup(t, nil)
+	var calls atomic.Int32
+	wfRegister(t, b.eng, api.NewWorkflow("flaky").
+		Parallel("p", wfReturn(nil), func(context.Context, *api.Delivery, api.State) (api.State, error) {
+			if calls.Add(1) == 1 {
+				return nil, api.Permanent("ONCE", errors.New("first entry fails"))
+			}
+			return nil, nil
+		}).
+		Then("after", wfReturn(nil)))
+	b.start()
+	id := wfDispatch(b, "flaky", api.State{})
+	b.idle()
+	wfWant(b, id, api.WorkflowFailed)
+	var failed string
+	for _, e := range wfBodies[*record.AttemptBuried](b.records()) {
+		failed = e.JobID
+	}
+	if failed == "" {
+		t.Fatal("no attempt_buried for the failing branch")
+	}
+	if _, ok := foldRecords(t, b.records()).Jobs[failed]; !ok {
+		t.Fatalf("buried job %s left the state while its workflow can still be retried", failed)
+	}
+	if err := b.eng.RetryWorkflow(b.ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	b.idle()
+	wfWant(b, id, api.WorkflowCompleted)
+	st := foldRecords(t, b.records())
+	for jid, j := range st.Jobs {
+		if j.WorkflowID == id {
+			t.Fatalf("job %s of completed workflow %s is still in the state, %s", jid, id, j.Status)
+		}
+	}
+	if j := b.status(failed); j.Status != api.JobBuried || j.WorkflowID != id {
+		t.Fatalf("job %s: status %s of workflow %q, want buried of %s", failed, j.Status, j.WorkflowID, id)
+	}
+	if err := b.eng.Retry(b.ctx, failed); !errors.Is(err, api.ErrState) {
+		t.Fatalf("retry of %s: %v, want ErrState", failed, err)
+	}
+	b.reopen(nil)
+	b.wantStatus(failed, api.JobBuried)
 }
 
 // RL-11, WF-20: a step job still running when its workflow is cancelled,

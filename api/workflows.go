@@ -437,8 +437,8 @@ func stepCounts(st *replay.State, w *replay.Workflow) (attempts, consumed int) {
 		return 0, 0
 	}
 	latest := map[int32]*replay.Job{}
-	for _, j := range st.Jobs {
-		if j.WorkflowID != w.ID || j.Step != w.Step {
+	for _, j := range st.WorkflowJobs(w.ID) {
+		if j.Step != w.Step {
 			continue
 		}
 		if l := latest[j.Branch]; l == nil || j.EnqueueSeq > l.EnqueueSeq {

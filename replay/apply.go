@@ -123,7 +123,7 @@ func apply(s *State, r record.Record) error {
 		if w != nil && w.Step == j.Step {
 			w.Entered = true
 		}
-		s.Jobs[j.ID] = j
+		s.addJob(j)
 	case *record.AttemptStarted:
 		j, err := job(s, b.JobID)
 		if err != nil {
@@ -149,7 +149,7 @@ func apply(s *State, r record.Record) error {
 		}
 		closeAttempt(s, j, &b.Outcome)
 		releaseUnique(s, j)
-		delete(s.Jobs, j.ID)
+		s.dropJob(j)
 		s.Completed++
 		// A step's branch output counts only while its workflow is still
 		// at that step and running or paused; a late result is discarded
@@ -175,7 +175,7 @@ func apply(s *State, r record.Record) error {
 		j.Status = JobBuried
 		releaseUnique(s, j)
 		if b.Final {
-			delete(s.Jobs, j.ID) // its summary is in the terminal index
+			s.dropJob(j) // its summary is in the terminal index
 		}
 	case *record.AttemptReleased:
 		j, err := settling(s, &b.Outcome)
@@ -200,7 +200,7 @@ func apply(s *State, r record.Record) error {
 		j.LastCode, j.LastError = b.Code, b.Error
 		releaseUnique(s, j)
 		if b.Final {
-			delete(s.Jobs, j.ID) // its summary is in the terminal index
+			s.dropJob(j) // its summary is in the terminal index
 		}
 	case *record.JobRequeued:
 		j, err := job(s, b.JobID)

@@ -345,3 +345,74 @@ func TestJB8_QueuePauseFolds(t *testing.T) {
 		t.Fatalf("paused = %v", b.s.PausedQueues)
 	}
 }
+
+// RL-11, WF-18: a workflow's step jobs are found through its own index,
+// which follows every way a job enters and leaves the state, snapshots
+// included; workflow_completed with archive_buried takes the buried jobs
+// of an earlier entry out of the state.
+func TestRL11_WorkflowJobsFollowTheirWorkflow(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	step := func(wf string) func(*record.JobEnqueued) {
+		return func(e *record.JobEnqueued) { e.WorkflowID = wf }
+	}
+	want := func(wf string, ids ...string) {
+		t.Helper()
+		var got []string
+		for _, j := range b.s.WorkflowJobs(wf) {
+			got = append(got, j.ID)
+		}
+		if len(got) != len(ids) {
+			t.Fatalf("jobs of %s: %v, want %v", wf, got, ids)
+		}
+		for i := range ids {
+			if got[i] != ids[i] {
+				t.Fatalf("jobs of %s: %v, want %v in enqueue order", wf, got, ids)
+			}
+		}
+		checkInvariants(t, b.s)
+		snap, err := Encode(b.s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec, err := Decode(snap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkInvariants(t, dec)
+		if n := len(dec.WorkflowJobs(wf)); n != len(ids) {
+			t.Fatalf("jobs of %s after a snapshot: %d, want %d", wf, n, len(ids))
+		}
+	}
+	b.add("wf_1", &record.WorkflowStarted{WorkflowID: "wf_1", Name: "w", Steps: 1})
+	b.add("wf_2", &record.WorkflowStarted{WorkflowID: "wf_2", Name: "w", Steps: 1})
+	// Enqueued in an order their ids do not sort in.
+	b.enqueue("job_z", step("wf_1"))
+	b.enqueue("job_y", step("wf_1"))
+	b.enqueue("job_x", step("wf_2"))
+	b.enqueue("job_free")
+	want("wf_1", "job_z", "job_y")
+	want("wf_2", "job_x")
+	want("")
+
+	b.buryAttempt("job_z", b.start("job_z"))
+	b.add("wf_1", &record.WorkflowFailed{WorkflowID: "wf_1", Error: "x"})
+	b.add("job_y", &record.JobBuried{JobID: "job_y", Error: "x"})
+	want("wf_1", "job_z", "job_y") // buried, but retryable with their workflow
+	b.add("wf_1", &record.WorkflowRetried{WorkflowID: "wf_1"})
+	b.enqueue("job_w", step("wf_1"))
+	b.succeed("job_w", b.start("job_w"))
+	want("wf_1", "job_z", "job_y")
+	b.add("wf_1", &record.StepCompleted{WorkflowID: "wf_1", Step: 0, Next: 1})
+	b.add("wf_1", &record.WorkflowCompleted{WorkflowID: "wf_1", ArchiveBuried: true})
+	want("wf_1")
+	for _, id := range []string{"job_z", "job_y", "job_w"} {
+		if _, ok := b.s.Jobs[id]; ok {
+			t.Fatalf("job %s of completed workflow wf_1 is still in the state", id)
+		}
+	}
+	want("wf_2", "job_x")
+	if _, ok := b.s.Jobs["job_free"]; !ok {
+		t.Fatal("a job of no workflow left with wf_1")
+	}
+}

@@ -175,6 +175,27 @@ func checkInvariants(t tb, s *State) {
 			t.Fatalf("unique key %q names job %q, which is not an active holder", key, id)
 		}
 	}
+	// byWorkflow holds exactly the step jobs of Jobs.
+	steps := 0
+	for id, j := range s.Jobs {
+		if j.WorkflowID == "" {
+			continue
+		}
+		steps++
+		if s.byWorkflow[j.WorkflowID][id] != j {
+			t.Fatalf("step job %s of workflow %s is not in its workflow's index", id, j.WorkflowID)
+		}
+	}
+	indexed := 0
+	for wf, js := range s.byWorkflow {
+		if len(js) == 0 {
+			t.Fatalf("workflow %s has an empty job index", wf)
+		}
+		indexed += len(js)
+	}
+	if indexed != steps {
+		t.Fatalf("%d jobs indexed by workflow, %d step jobs in the state", indexed, steps)
+	}
 }
 
 // jobKinds are the kinds replay folds, workflow kinds excluded.

@@ -35,17 +35,48 @@ func arbitraryRecord(t *rapid.T, s *State) record.Record {
 	outcome := func() record.Outcome {
 		return record.Outcome{JobID: id(), Token: token(), Code: str("code"), Error: str("error"), Class: str("class")}
 	}
-	kinds := append([]record.Kind{0, record.KindWorkflowStarted, record.KindStepCompleted, record.Kind(999)}, jobKinds...)
+	wfs := []string{"wf_a", "wf_b"}
+	wfid := func() string {
+		if rapid.IntRange(0, 2).Draw(t, "step_job") == 0 {
+			return rapid.SampledFrom(wfs).Draw(t, "workflow")
+		}
+		return ""
+	}
+	wfStep := func(id string) int32 {
+		if w := s.Workflows[id]; w != nil && rapid.Bool().Draw(t, "at_step") {
+			return w.Step
+		}
+		return rapid.Int32Range(0, 2).Draw(t, "step")
+	}
+	kinds := append([]record.Kind{0, record.KindWorkflowStarted, record.KindStepCompleted, record.Kind(999),
+		record.KindWorkflowCompleted, record.KindWorkflowFailed, record.KindWorkflowCancelled, record.KindWorkflowRetried}, jobKinds...)
 	var body record.Body
 	switch k := rapid.SampledFrom(kinds).Draw(t, "kind"); k {
 	case 0:
 		body = nil
 	case record.KindJobEnqueued:
+		wf := wfid()
 		body = &record.JobEnqueued{
 			JobID: id(), Handler: str("handler"), Queue: str("queue"), Priority: rapid.Uint8().Draw(t, "priority"),
 			AvailableAt: i64("available_at"), UniqueKey: rapid.SampledFrom([]string{"", "k1", "k2"}).Draw(t, "unique"),
-			Retry: record.RetryPolicy{MaxAttempts: rapid.Int32().Draw(t, "max_attempts")},
+			Retry:      record.RetryPolicy{MaxAttempts: rapid.Int32().Draw(t, "max_attempts")},
+			WorkflowID: wf, Step: wfStep(wf),
 		}
+	case record.KindWorkflowStarted:
+		body = &record.WorkflowStarted{WorkflowID: rapid.SampledFrom(wfs).Draw(t, "workflow"), Name: "w",
+			Steps: rapid.Int32Range(0, 2).Draw(t, "steps")}
+	case record.KindStepCompleted:
+		wf := rapid.SampledFrom(wfs).Draw(t, "workflow")
+		step := wfStep(wf)
+		body = &record.StepCompleted{WorkflowID: wf, Step: step, Next: step + 1}
+	case record.KindWorkflowCompleted:
+		body = &record.WorkflowCompleted{WorkflowID: rapid.SampledFrom(wfs).Draw(t, "workflow"), ArchiveBuried: rapid.Bool().Draw(t, "archive")}
+	case record.KindWorkflowFailed:
+		body = &record.WorkflowFailed{WorkflowID: rapid.SampledFrom(wfs).Draw(t, "workflow"), Error: str("error")}
+	case record.KindWorkflowCancelled:
+		body = &record.WorkflowCancelled{WorkflowID: rapid.SampledFrom(wfs).Draw(t, "workflow"), ArchiveBuried: rapid.Bool().Draw(t, "archive")}
+	case record.KindWorkflowRetried:
+		body = &record.WorkflowRetried{WorkflowID: rapid.SampledFrom(wfs).Draw(t, "workflow")}
 	case record.KindAttemptStarted:
 		body = &record.AttemptStarted{JobID: id(), Attempt: rapid.Int32Range(-1, 4).Draw(t, "attempt"), StartAt: i64("s")}
 	case record.KindAttemptSucceeded:
@@ -53,11 +84,11 @@ func arbitraryRecord(t *rapid.T, s *State) record.Record {
 	case record.KindAttemptRetryScheduled:
 		body = &record.AttemptRetryScheduled{Outcome: outcome(), DelayNanos: i64("delay"), AvailableAt: i64("available_at")}
 	case record.KindAttemptBuried:
-		body = &record.AttemptBuried{Outcome: outcome()}
+		body = &record.AttemptBuried{Outcome: outcome(), Final: rapid.Bool().Draw(t, "final")}
 	case record.KindAttemptReleased:
 		body = &record.AttemptReleased{Outcome: outcome(), AvailableAt: i64("available_at")}
 	case record.KindJobBuried:
-		body = &record.JobBuried{JobID: id(), Code: str("code"), Error: str("error")}
+		body = &record.JobBuried{JobID: id(), Code: str("code"), Error: str("error"), Final: rapid.Bool().Draw(t, "final")}
 	case record.KindJobRequeued:
 		body = &record.JobRequeued{JobID: id(), AvailableAt: i64("available_at")}
 	case record.KindRunStarted:

@@ -155,7 +155,7 @@ func Decode(b []byte) (*State, error) {
 		if _, dup := s.Jobs[j.ID]; dup || j.ID == "" {
 			return nil, fmt.Errorf("replay: snapshot: %w: bad or duplicate job id %q", record.ErrCorrupt, j.ID)
 		}
-		s.Jobs[j.ID] = &j
+		s.addJob(&j)
 		if j.Token != 0 {
 			s.Tokens[j.Token] = j.ID
 		}

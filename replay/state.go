@@ -101,7 +101,14 @@ type State struct {
 	// decided at "now" equals its replay (RL-7).
 	LastSeq uint64
 
+	// Jobs holds the jobs not completed. Insert and delete through
+	// addJob and dropJob, which keep byWorkflow in step.
 	Jobs map[string]*Job
+	// byWorkflow indexes the step jobs in Jobs by workflow id, so that
+	// what a workflow's transition does to its jobs costs in its own jobs,
+	// not in every job the engine holds. It is derived from Jobs and never
+	// stored.
+	byWorkflow map[string]map[string]*Job
 	// Tokens maps open attempt tokens to job ids.
 	Tokens map[uint64]string
 	// Unique maps unique keys of pending or processing jobs to job ids (JB-5).
@@ -127,6 +134,7 @@ type State struct {
 func New() *State {
 	return &State{
 		Jobs:         make(map[string]*Job),
+		byWorkflow:   make(map[string]map[string]*Job),
 		Tokens:       make(map[uint64]string),
 		Unique:       make(map[string]string),
 		PausedQueues: make(map[string]bool),
@@ -144,6 +152,47 @@ func (s *State) JobIDs() []string {
 	}
 	sort.Strings(ids)
 	return ids
+}
+
+// addJob puts j in Jobs and, if it is a step job, in its workflow's index.
+func (s *State) addJob(j *Job) {
+	s.Jobs[j.ID] = j
+	if j.WorkflowID == "" {
+		return
+	}
+	m := s.byWorkflow[j.WorkflowID]
+	if m == nil {
+		m = make(map[string]*Job)
+		s.byWorkflow[j.WorkflowID] = m
+	}
+	m[j.ID] = j
+}
+
+// dropJob removes j from Jobs and from its workflow's index.
+func (s *State) dropJob(j *Job) {
+	delete(s.Jobs, j.ID)
+	if m := s.byWorkflow[j.WorkflowID]; m != nil {
+		delete(m, j.ID)
+		if len(m) == 0 {
+			delete(s.byWorkflow, j.WorkflowID)
+		}
+	}
+}
+
+// WorkflowJobs returns the step jobs of workflow id still in the state,
+// in enqueue order.
+func (s *State) WorkflowJobs(id string) []*Job {
+	m := s.byWorkflow[id]
+	if len(m) == 0 {
+		return nil
+	}
+	js := make([]*Job, 0, len(m))
+	for _, j := range m {
+		js = append(js, j)
+	}
+	// Enqueue seqs are unique: the order is the map's no more.
+	sort.Slice(js, func(a, b int) bool { return js[a].EnqueueSeq < js[b].EnqueueSeq })
+	return js
 }
 
 // LastRun returns the newest run, or nil.

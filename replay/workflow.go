@@ -148,6 +148,16 @@ func workflow(s *State, id string) (*Workflow, error) {
 	return w, nil
 }
 
+// archiveBuried drops the buried step jobs of workflow id, which has
+// left the state: nothing can retry them any more (RL-11).
+func (s *State) archiveBuried(id string) {
+	for _, j := range s.byWorkflow[id] {
+		if j.Status == JobBuried {
+			s.dropJob(j)
+		}
+	}
+}
+
 func (s *State) leave(w *Workflow) {
 	delete(s.Workflows, w.ID)
 	if w.IdempotencyKey != "" && s.Idempotency[w.IdempotencyKey] == w.ID {
@@ -270,6 +280,9 @@ func applyWorkflow(s *State, r record.Record) (bool, error) {
 		}
 		s.leave(w)
 		s.WorkflowsCompleted++
+		if b.ArchiveBuried {
+			s.archiveBuried(w.ID)
+		}
 	case *record.WorkflowFailed:
 		w, err := workflow(s, b.WorkflowID)
 		if err != nil {
@@ -293,11 +306,7 @@ func applyWorkflow(s *State, r record.Record) (bool, error) {
 		if b.ArchiveBuried {
 			// Its buried step jobs leave with it; their summaries are in
 			// the terminal index.
-			for id, j := range s.Jobs {
-				if j.WorkflowID == w.ID && j.Status == JobBuried {
-					delete(s.Jobs, id)
-				}
-			}
+			s.archiveBuried(w.ID)
 		}
 	case *record.WorkflowRetried:
 		w, err := workflow(s, b.WorkflowID)

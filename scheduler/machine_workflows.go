@@ -339,9 +339,13 @@ func (m *Machine) completeWorkflow(d *Decision, now time.Time, w *replay.Workflo
 	sum := replay.SummarizeWorkflow(w)
 	sum.Status = replay.WorkflowCompleted
 	sum.FinishedAt = now.UnixNano()
-	m.emit(d, w.ID, &record.WorkflowCompleted{WorkflowID: w.ID})
+	// Buried step jobs of an entry that failed before a retry (WF-18)
+	// can never run again: they leave the state with it (RL-11).
+	buried := m.buriedSummaries(w.ID)
+	m.emit(d, w.ID, &record.WorkflowCompleted{WorkflowID: w.ID, ArchiveBuried: len(buried) > 0})
 	sum.Seq = m.nextSeq - 1
 	m.indexWorkflow(d, sum)
+	m.indexJobs(d, now, buried, sum.Seq)
 	m.react(d, now, w, replay.WorkflowCompleted, sum.State, "")
 }
 
@@ -421,13 +425,31 @@ func (m *Machine) buryPending(d *Decision, now time.Time, wfID, code, msg string
 // enqueue order.
 func (m *Machine) workflowJobs(wfID string, status replay.JobStatus) []*replay.Job {
 	var js []*replay.Job
-	for _, j := range m.st.Jobs {
-		if j.WorkflowID == wfID && j.Status == status {
+	for _, j := range m.st.WorkflowJobs(wfID) {
+		if j.Status == status {
 			js = append(js, j)
 		}
 	}
-	sortBySeq(js) // enqueue seqs are unique: the order is the map's no more
 	return js
+}
+
+// buriedSummaries returns the summaries of workflow wfID's buried step
+// jobs, in enqueue order, taken before a record that archives them
+// (archive_buried) takes them out of the state.
+func (m *Machine) buriedSummaries(wfID string) []replay.JobSummary {
+	var sums []replay.JobSummary
+	for _, j := range m.workflowJobs(wfID, replay.JobBuried) {
+		sums = append(sums, replay.Summarize(j))
+	}
+	return sums
+}
+
+// indexJobs sets the terminal-index entries of jobs archived with the
+// record at seq.
+func (m *Machine) indexJobs(d *Decision, now time.Time, sums []replay.JobSummary, seq uint64) {
+	for _, s := range sums {
+		m.indexJob(d, now, s, seq)
+	}
 }
 
 // indexJob sets the terminal-index entry of a job that leaves the state
@@ -1004,17 +1026,11 @@ func (m *Machine) Cancel(now time.Time, id string) (Decision, error) {
 	// can never run again: they leave the state with it, their summaries
 	// going to the terminal index, so that cancelled workflows leave
 	// nothing behind in memory and snapshots (RL-11).
-	buried := m.workflowJobs(w.ID, replay.JobBuried)
-	sums := make([]replay.JobSummary, len(buried))
-	for i, j := range buried {
-		sums[i] = replay.Summarize(j)
-	}
+	buried := m.buriedSummaries(w.ID)
 	m.emit(&d, w.ID, &record.WorkflowCancelled{WorkflowID: w.ID, ArchiveBuried: len(buried) > 0})
 	sum.Seq = m.nextSeq - 1
 	m.indexWorkflow(&d, sum)
-	for _, s := range sums {
-		m.indexJob(&d, now, s, sum.Seq)
-	}
+	m.indexJobs(&d, now, buried, sum.Seq)
 	m.buryPending(&d, now, w.ID, CodeWorkflowFailed, MsgWorkflowCancelled, true)
 	m.react(&d, now, w, replay.WorkflowCancelled, sum.State, "cancelled")
 	return d, nil

@@ -255,6 +255,19 @@ type WorkflowResumed struct {
 // WorkflowCompleted completes a workflow.
 type WorkflowCompleted struct {
 	WorkflowID string `msgpack:"workflow_id"`
+	// ArchiveBuried has the workflow's buried step jobs (those of a step
+	// that failed before a retry, WF-18) leave the state with it, their
+	// summaries going to the terminal index in the same append: nothing
+	// can retry them any more (RL-11).
+	ArchiveBuried bool `msgpack:"archive_buried,omitempty"`
+}
+
+// envelopeVersion: archive_buried is new in envelope version 2.
+func (b *WorkflowCompleted) envelopeVersion() uint8 {
+	if b.ArchiveBuried {
+		return 2
+	}
+	return 1
 }
 
 // WorkflowFailed fails a workflow with Error (WF-20, WD-8).

@@ -105,7 +105,7 @@ func genBody(t *rapid.T, k Kind) Body {
 	case KindWorkflowResumed:
 		return &WorkflowResumed{WorkflowID: str("workflow_id"), Cause: str("cause")}
 	case KindWorkflowCompleted:
-		return &WorkflowCompleted{WorkflowID: str("workflow_id")}
+		return &WorkflowCompleted{WorkflowID: str("workflow_id"), ArchiveBuried: flag("archive_buried")}
 	case KindWorkflowFailed:
 		return &WorkflowFailed{WorkflowID: str("workflow_id"), Step: i32("step"), Error: str("error"), At: i64("at")}
 	case KindWorkflowCancelled:
