@@ -563,28 +563,46 @@ func (m *Machine) sweepWaiters() {
 }
 
 // waitUndecided reports, from the state alone, that dep finishing with
-// status cannot settle a wait for ids: an All wait, on a completion, or
-// an Any wait, on a failure, while another of its dependencies is still
-// under way. Deciding the wait in full costs a terminal-index read for
-// every dependency that left the state, on the engine's one loop: with
-// hundreds of dependencies finishing one by one, that was quadratic. A
-// dependency that failed or was cancelled before would have settled an
-// All wait then, and one that completed an Any wait; a wait whose
-// reaction was deferred, or whose definition was not registered, is
-// decided in full later (settleDeferred, WorkflowRegistered).
+// status cannot settle a wait for ids. Deciding the wait in full costs a
+// terminal-index read for every dependency that left the state, on the
+// engine's one loop: with hundreds of dependencies finishing one by one,
+// that was quadratic. A dependency in the state and not failed is still
+// under way; one that left it, or failed, has finished. The last
+// evaluation left the wait undecided, so only what this outcome can move
+// may settle it now:
+//   - a completion settles All only once nothing else is under way, and
+//     Any or Quorum only once enough have finished to be the quorum
+//     (1 for Any) if all of them completed;
+//   - a failure settles Any and Quorum only once too few are under way to
+//     still make the quorum, and All at once.
+//
+// A wait whose reaction was deferred, or whose definition was not
+// registered, is decided in full later (settleDeferred,
+// WorkflowRegistered).
 func waitUndecided(st *replay.State, step *StepDef, ids []string, dep string, status replay.WorkflowStatus) bool {
-	switch {
-	case step.Mode == ModeAll && status == replay.WorkflowCompleted:
-	case step.Mode == ModeAny && status != replay.WorkflowCompleted:
-	default:
+	need := len(ids)
+	switch step.Mode {
+	case ModeAny:
+		need = 1
+	case ModeQuorum:
+		need = step.Quorum
+	}
+	if step.Mode == ModeAll && status != replay.WorkflowCompleted {
 		return false
 	}
+	underway := 0
 	for _, id := range ids {
 		if x := st.Workflows[id]; id != dep && x != nil && x.Status != replay.WorkflowFailed {
-			return true
+			underway++
 		}
 	}
-	return false
+	if status == replay.WorkflowCompleted {
+		if step.Mode == ModeAll {
+			return underway > 0
+		}
+		return len(ids)-underway < need
+	}
+	return underway >= need
 }
 
 // childFinished applies the outcome of p's child (WF-8): its public state
@@ -732,14 +750,14 @@ func (m *Machine) waitIDs(w *replay.Workflow, step *StepDef) ([]string, error) {
 
 type depState struct {
 	status replay.WorkflowStatus
-	state  []byte
+	live   *replay.Workflow // a dependency still in the state
+	state  []byte           // the public state of one that left it
 	known  bool
 }
 
 func (m *Machine) depState(id string) depState {
 	if x := m.st.Workflows[id]; x != nil {
-		pub, _ := replay.PublicState(x.State)
-		return depState{status: x.Status, state: pub, known: true}
+		return depState{status: x.Status, live: x, known: true}
 	}
 	if s, ok := m.lookup(id); ok {
 		st, _ := replay.ParseWorkflowStatus(s.Status)
@@ -748,15 +766,25 @@ func (m *Machine) depState(id string) depState {
 	return depState{}
 }
 
+// public returns the dependency's public state.
+func (ds depState) public() []byte {
+	if ds.live != nil {
+		pub, _ := replay.PublicState(ds.live.State)
+		return pub
+	}
+	return ds.state
+}
+
 // settleWorkflowsWait decides a WaitForWorkflows step if its outcome is
 // known (WF-7) and reports whether it did. waiting says whether the
 // workflow is parked on it (then a completion resumes it first).
 func (m *Machine) settleWorkflowsWait(d *Decision, now time.Time, w *replay.Workflow, step *StepDef, ids []string, waiting bool) bool {
 	completed, failed := 0, 0
 	var failedID string
-	result := map[string]any{}
-	for _, id := range ids {
+	deps := make([]depState, len(ids))
+	for i, id := range ids {
 		ds := m.depState(id)
+		deps[i] = ds
 		switch {
 		case !ds.known:
 			failed++
@@ -770,10 +798,6 @@ func (m *Machine) settleWorkflowsWait(d *Decision, now time.Time, w *replay.Work
 			if failedID == "" {
 				failedID = id + " (" + ds.status.String() + ")"
 			}
-		}
-		if ds.known {
-			st, _ := replay.DecodeState(ds.state)
-			result[id] = map[string]any{"status": ds.status.String(), "state": st}
 		}
 	}
 	n := len(ids)
@@ -797,6 +821,15 @@ func (m *Machine) settleWorkflowsWait(d *Decision, now time.Time, w *replay.Work
 	case ok:
 		var out []byte
 		if step.ResultKey != "" {
+			// The states are decoded only for the result that settles the
+			// wait, not on every evaluation that leaves it undecided.
+			result := make(map[string]any, len(ids))
+			for i, ds := range deps {
+				if ds.known {
+					st, _ := replay.DecodeState(ds.public())
+					result[ids[i]] = map[string]any{"status": ds.status.String(), "state": st}
+				}
+			}
 			var err error
 			if out, err = replay.EncodeState(map[string]any{step.ResultKey: result}); err != nil {
 				m.fail(d, now, w, fmt.Sprintf("step %q: the result cannot be stored under %q: %v", step.Name, step.ResultKey, err))

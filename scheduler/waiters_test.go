@@ -68,22 +68,28 @@ func TestRL11_CancelledWaitersLeaveTheWaiterLists(t *testing.T) {
 // WF-7: a wait for many workflows that finish one by one is decided
 // without reading every finished dependency's summary at each event: an
 // All wait with another dependency still running cannot be settled by a
-// completion, nor an Any wait by a failure. n events cost about n
-// terminal-index reads, not n²/2.
+// completion, nor an Any wait by a failure; a Quorum wait cannot be
+// settled by a completion while fewer than the quorum have finished, nor
+// by a failure while the quorum are still under way. n events cost about
+// n terminal-index reads, not n²/2.
 func TestWF7_WaitsReadEachFinishedDependencyOnce(t *testing.T) {
 	t.Parallel()
+	const n = 300
 	for _, c := range []struct {
 		mode   string
+		quorum int
 		finish string // "completed" (a signal) or "cancelled"
 		want   record.Kind
 	}{
-		{ModeAll, "completed", record.KindWorkflowCompleted},
-		{ModeAny, "cancelled", record.KindWorkflowFailed},
+		{ModeAll, 0, "completed", record.KindWorkflowCompleted},
+		{ModeAny, 0, "cancelled", record.KindWorkflowFailed},
+		{ModeQuorum, n / 2, "completed", record.KindWorkflowCompleted},
+		{ModeQuorum, n / 2, "cancelled", record.KindWorkflowFailed},
 	} {
-		t.Run(c.mode, func(t *testing.T) {
+		t.Run(c.mode+"/"+c.finish, func(t *testing.T) {
 			t.Parallel()
 			defs := map[string]*WorkflowDef{
-				"waiter": {Name: "waiter", Hash: "hw", Steps: []StepDef{{Kind: StepWorkflows, Name: "0", Mode: c.mode, FromKey: "deps"}}},
+				"waiter": {Name: "waiter", Hash: "hw", Steps: []StepDef{{Kind: StepWorkflows, Name: "0", Mode: c.mode, Quorum: c.quorum, FromKey: "deps", ResultKey: "r"}}},
 				"dep":    {Name: "dep", Hash: "hd", Steps: []StepDef{{Kind: StepSignal, Name: "0", Signals: []string{"go"}, Mode: ModeAll}}},
 			}
 			finished := map[string]bool{} // the terminal index, as far as the test goes
@@ -104,7 +110,6 @@ func TestWF7_WaitsReadEachFinishedDependencyOnce(t *testing.T) {
 				b.take(d)
 				b.m.Acked(b.m.NextSeq() - 1) // summaries come from LookupFunc from now on
 			}
-			const n = 300
 			deps := make([]any, n)
 			for i := range deps {
 				d, id, err := b.m.StartWorkflow(t0, DispatchRequest{Name: "dep"})
