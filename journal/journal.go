@@ -226,6 +226,13 @@ func Open(dir string, opts Options) (*Journal, error) {
 	if err := prepareDir(o.FS, dir, o.ReadOnly); err != nil {
 		return nil, err
 	}
+	if o.ReadOnly {
+		// A reader writes nothing, not even a LOCK file, into a
+		// directory that is no journal.
+		if _, _, _, err := peekStore(o.FS, dir, true); err != nil {
+			return nil, err
+		}
+	}
 	// The directory's lock is taken first and held until Close: what
 	// Open reads of the directory before Pebble opens it (the WAL
 	// checks) cannot race another process opening it.
@@ -250,9 +257,14 @@ func Open(dir string, opts Options) (*Journal, error) {
 }
 
 // isLockHeld reports whether err is a failure to take a directory lock
-// that another holder has: EAGAIN or EACCES from another process's lock,
-// or Pebble's own message when this process holds it.
+// that another holder has: EAGAIN or EACCES from fcntl, another process's
+// lock, or Pebble's own message when this process holds it. The same
+// errnos from opening the LOCK file (an *fs.PathError) are the file's
+// permissions, not a holder: no one would ever release them.
 func isLockHeld(err error) bool {
+	if _, ok := errors.AsType[*iofs.PathError](err); ok {
+		return false
+	}
 	return errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EACCES) ||
 		strings.Contains(err.Error(), "lock held by current process")
 }
@@ -393,9 +405,21 @@ func prepareDir(fs vfs.FS, dir string, readOnly bool) error {
 // an existing store's own (Open ratchets it once the store proved to be a
 // journal), and whether a store exists.
 func checkStore(fs vfs.FS, dir string, readOnly bool) (pebble.FormatMajorVersion, bool, error) {
+	format, existing, ls, err := peekStore(fs, dir, readOnly)
+	if err != nil || !existing {
+		return format, existing, err
+	}
+	return format, true, checkWALs(fs, dir, ls)
+}
+
+// peekStore is checkStore without the WAL checks, which need the lock: a
+// read-only Open runs it before taking the lock too, so that it never
+// leaves a LOCK file in a directory it then refuses as no journal. It
+// also returns the directory's listing.
+func peekStore(fs vfs.FS, dir string, readOnly bool) (pebble.FormatMajorVersion, bool, []string, error) {
 	ls, err := fs.List(dir)
 	if err != nil {
-		return 0, false, fmt.Errorf("journal: open %s: %w", dir, err)
+		return 0, false, nil, fmt.Errorf("journal: open %s: %w", dir, err)
 	}
 	var other []string
 	for _, name := range ls {
@@ -405,18 +429,18 @@ func checkStore(fs vfs.FS, dir string, readOnly bool) (pebble.FormatMajorVersion
 	}
 	if len(other) == 0 {
 		if readOnly {
-			return 0, false, fmt.Errorf("%w: %s is empty", ErrNotJournal, dir)
+			return 0, false, nil, fmt.Errorf("%w: %s is empty", ErrNotJournal, dir)
 		}
-		return pebble.FormatNewest, false, nil
+		return pebble.FormatNewest, false, ls, nil
 	}
 	desc, err := pebble.Peek(dir, fs)
 	if err != nil {
-		return 0, false, pebbleError("open "+dir, err)
+		return 0, false, nil, pebbleError("open "+dir, err)
 	}
 	if !desc.Exists {
-		return 0, false, fmt.Errorf("%w: %s holds files (e.g. %q) but no Pebble store", ErrNotJournal, dir, other[0])
+		return 0, false, nil, fmt.Errorf("%w: %s holds files (e.g. %q) but no Pebble store", ErrNotJournal, dir, other[0])
 	}
-	return desc.FormatMajorVersion, true, checkWALs(fs, dir, ls)
+	return desc.FormatMajorVersion, true, ls, nil
 }
 
 // mkdirSynced creates dir and syncs the parent of every directory it

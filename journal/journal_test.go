@@ -5,12 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	iofs "io/fs"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -107,6 +109,54 @@ func TestOpenNotJournal(t *testing.T) {
 			t.Fatalf("err %v, want ErrNotJournal", err)
 		}
 	})
+	t.Run("read-only leaves no LOCK behind", func(t *testing.T) {
+		// A reader (qctl) refuses a directory that is no journal without
+		// writing into it.
+		fs := vfs.NewMem()
+		_ = fs.MkdirAll("empty", 0o755)
+		_ = fs.MkdirAll("other", 0o755)
+		f, _ := fs.Create("other/notes.txt", vfs.WriteCategoryUnspecified)
+		_ = f.Close()
+		for _, dir := range []string{"empty", "other"} {
+			if _, err := Open(dir, Options{FS: fs, Clock: clk, ReadOnly: true}); !errors.Is(err, ErrNotJournal) {
+				t.Fatalf("%s: err %v, want ErrNotJournal", dir, err)
+			}
+			if _, err := fs.Stat(dir + "/LOCK"); !errors.Is(err, iofs.ErrNotExist) {
+				t.Fatalf("%s: a refused read-only open left a LOCK file (%v)", dir, err)
+			}
+		}
+	})
+}
+
+// lockDeniedFS fails every Lock as opening an unwritable LOCK file does.
+type lockDeniedFS struct{ vfs.FS }
+
+func (lockDeniedFS) Lock(name string) (io.Closer, error) {
+	return nil, &iofs.PathError{Op: "open", Path: name, Err: syscall.EACCES}
+}
+
+// TestOpenLockFileDeniedIsNotLocked: EACCES from opening the LOCK file is
+// the file's permissions, which no holder will ever release: Open reports
+// it as a permission error, not ErrLocked, read-only too. EACCES and
+// EAGAIN from the lock itself are another holder's.
+func TestOpenLockFileDeniedIsNotLocked(t *testing.T) {
+	t.Parallel()
+	fs := vfs.NewMem()
+	j := openJ(t, fs, "db", Options{})
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, ro := range []bool{false, true} {
+		_, err := Open("db", Options{FS: lockDeniedFS{fs}, Clock: clocktest.New(epoch), ReadOnly: ro})
+		if errors.Is(err, ErrLocked) || !errors.Is(err, iofs.ErrPermission) || !strings.Contains(err.Error(), "db") {
+			t.Fatalf("read-only %v: err %v, want a permission error naming db, not ErrLocked", ro, err)
+		}
+	}
+	for _, err := range []error{syscall.EAGAIN, syscall.EACCES, errors.New("lock held by current process")} {
+		if !isLockHeld(err) {
+			t.Fatalf("isLockHeld(%v) = false, want true", err)
+		}
+	}
 }
 
 // TestOpenRatchetsAnOlderJournal: a journal whose store is at an older

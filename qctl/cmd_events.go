@@ -20,7 +20,7 @@ type eventsCmd struct {
 	Since  string   `placeholder:"T" help:"Only records appended at or after T (RFC 3339 or Unix nanoseconds)."`
 	Until  string   `placeholder:"T" help:"Only records appended before T."`
 	Limit  int      `placeholder:"N" help:"Print at most N records (0: all)."`
-	Follow bool     `short:"f" help:"Keep polling the directory and print records as they appear; Ctrl-C ends. The directory is opened only while polled, so an engine can start on it meanwhile (a locked directory is waited out)."`
+	Follow bool     `short:"f" help:"Keep polling the directory and print records as they appear; Ctrl-C ends. The directory is opened only while polled, so an engine can start on it between polls, not during one (a locked directory is waited out)."`
 }
 
 func (c *eventsCmd) Help() string {

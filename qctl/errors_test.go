@@ -1,12 +1,16 @@
 package qctl_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
+	"io"
+	iofs "io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -161,6 +165,37 @@ func TestLockedDirectory(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantExit(t, fs, qctl.ExitOK, "", "inspect", dir)
+	}
+}
+
+// lockDeniedFS fails every Lock as opening an unwritable LOCK file does,
+// for a user who may read a journal but not write to its directory.
+type lockDeniedFS struct{ vfs.FS }
+
+func (lockDeniedFS) Lock(name string) (io.Closer, error) {
+	return nil, &iofs.PathError{Op: "open", Path: name, Err: syscall.EACCES}
+}
+
+// TestLockFileDenied: a LOCK file qctl may not open is a permission
+// problem, not a running engine: exit 2 with what to do, and --follow
+// stops at once rather than wait for an engine that is not there.
+func TestLockFileDenied(t *testing.T) {
+	t.Parallel()
+	fs := lockDeniedFS{fixture(t)}
+	const hint = "needs write access to the directory and its LOCK file"
+	for _, args := range [][]string{{"inspect", fixtureDir}, {"verify", fixtureDir}, {"-d", fixtureDir, "events"}} {
+		wantExit(t, fs, qctl.ExitUsage, hint, args...)
+		if _, _, stderr := run(t, fs, args...); strings.Contains(stderr, "running engine") {
+			t.Fatalf("qctl %s blames a running engine: %s", strings.Join(args, " "), stderr)
+		}
+	}
+	var out, errb bytes.Buffer
+	env := qctl.Env{Stdout: &out, Stderr: &errb, FS: fs, Now: fixtureNow, WaitFunc: func(context.Context) error {
+		t.Error("--follow waits on a LOCK file it may not open")
+		return context.Canceled
+	}}
+	if code := qctl.Main(context.Background(), []string{"-d", fixtureDir, "events", "--follow"}, env); code != qctl.ExitUsage || !strings.Contains(errb.String(), hint) {
+		t.Fatalf("--follow: exit %d, stderr %q", code, errb.String())
 	}
 }
 

@@ -58,6 +58,8 @@ func openError(dir string, err error) error {
 		return usageErr("%s was written by a newer version of quire; use a qctl of that version: %v", dir, err)
 	case errors.Is(err, journal.ErrCorrupt):
 		return usageErr("%s is corrupt: %s (qctl verify %s lists every problem)", dir, corruptText(err), dir)
+	case errors.Is(err, iofs.ErrPermission):
+		return usageErr("cannot open %s: %v (qctl takes the journal's lock as an engine does, so it needs write access to the directory and its LOCK file: run it as the engine's user, or inspect a checkpoint taken with Engine.Checkpoint)", dir, err)
 	}
 	return usageErr("cannot open %s: %v", dir, err)
 }
