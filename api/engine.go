@@ -672,9 +672,14 @@ func (e *Engine) crashResult() (bool, error) {
 // nil if the report is a success and the journal confirmed it, otherwise
 // an error ([*shutdown.Error], or one matching ErrFailStop if the engine
 // failed). If ctx ends first it returns ctx.Err() while the shutdown
-// carries on under its root; every caller gets the same result.
+// carries on under its root; every caller gets the same result. After
+// [Engine.Close] abandoned the engine without a shutdown (its ctx had
+// ended), it returns an error matching ErrClosed: there is no report.
 func (e *Engine) Shutdown(ctx context.Context) error {
 	if crashed, err := e.crashResult(); crashed {
+		if err == nil {
+			return errAbandoned
+		}
 		return err
 	}
 	e.beginDraining()
@@ -764,6 +769,9 @@ func closeResult(err error) error {
 	return err
 }
 
+// errAbandoned is Shutdown's result once Close abandoned the engine.
+var errAbandoned = fmt.Errorf("%w: abandoned by Close without a shutdown (its context had ended), as a crash would", ErrClosed)
+
 // abandon stops the engine without a shutdown, as a crash would.
 func (e *Engine) abandon() {
 	e.closeOnce.Do(func() {
@@ -801,7 +809,18 @@ func (e *Engine) Checkpoint(dir string) error {
 	if err := e.live(); err != nil {
 		return err
 	}
-	return e.j.Checkpoint(dir)
+	return closedJournal(e.j.Checkpoint(dir))
+}
+
+// closedJournal makes a journal error that a shutdown closing the journal
+// under a call caused (the engine is not Stopped yet) match ErrClosed, as
+// the same call made a moment later would. The journal's error stays in
+// the chain.
+func closedJournal(err error) error {
+	if errors.Is(err, journal.ErrClosed) && !errors.Is(err, ErrClosed) {
+		return fmt.Errorf("%w: %w", ErrClosed, err)
+	}
+	return err
 }
 
 // JournalMetrics are the journal's cumulative counters since Open: group

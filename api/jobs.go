@@ -155,7 +155,7 @@ func finished[T any](e *Engine, id string, kind replay.IndexKind, decode func([]
 	var zero T
 	b, ok, err := e.j.Index(id)
 	if err != nil || !ok {
-		return zero, false, err
+		return zero, false, closedJournal(err)
 	}
 	k, err := replay.KindOfIndexValue(b)
 	if err != nil || k != kind {

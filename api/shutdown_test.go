@@ -10,6 +10,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/quire-dev/quire/api"
+	"github.com/quire-dev/quire/journal"
 	"github.com/quire-dev/quire/journal/record"
 	"github.com/quire-dev/quire/replay"
 	"github.com/quire-dev/quire/shutdown"
@@ -496,4 +497,47 @@ func TestSD12_PauseCancelBuryUntilPhaseFour(t *testing.T) {
 		t.Fatal(info)
 	}
 	b.wantStatus(job, api.JobPending)
+}
+
+// SD-21: Close with an ended ctx abandons the engine without a shutdown;
+// Shutdown then has no report to return and says so with ErrClosed rather
+// than nil, which reads as a confirmed success. Close keeps its first
+// result.
+func TestSD21_ShutdownAfterAbandonIsErrClosed(t *testing.T) {
+	b := setup(t, nil)
+	b.start()
+	abandonLikeACrash(b)
+	if err := b.eng.Shutdown(b.ctx); !errors.Is(err, api.ErrClosed) {
+		t.Fatalf("Shutdown after an abandon: %v, want ErrClosed", err)
+	}
+	if r := b.eng.ShutdownReport(); r != nil {
+		t.Fatalf("report %+v after an abandon", r)
+	}
+	if err := b.eng.Close(b.ctx); err != nil {
+		t.Fatalf("Close again: %v, want its first result, nil", err)
+	}
+}
+
+// A call that reads the journal while a shutdown closes it, before the
+// engine is Stopped, fails as the same call a moment later would: with
+// ErrClosed, not only with the journal's own error. The journal is closed
+// directly here, which is that window held open.
+func TestClosedJournalUnderACallIsErrClosed(t *testing.T) {
+	b := setup(t, nil)
+	if err := api.Handle(b.eng, "noop", func(context.Context, *api.Delivery, msg) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	b.start()
+	id := b.enqueue("noop", msg{N: 1})
+	b.idle()
+	b.wantStatus(id, api.JobCompleted) // read from the terminal index
+	if err := api.JournalOf(b.eng).Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.eng.Status(b.ctx, id); !errors.Is(err, api.ErrClosed) || !errors.Is(err, journal.ErrClosed) {
+		t.Fatalf("Status: %v, want ErrClosed with the journal's cause", err)
+	}
+	if err := b.eng.Checkpoint(b.t.TempDir() + "/cp"); !errors.Is(err, api.ErrClosed) {
+		t.Fatalf("Checkpoint: %v, want ErrClosed", err)
+	}
 }
