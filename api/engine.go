@@ -324,10 +324,10 @@ func (e *Engine) load() (*replay.State, error) {
 // encodes there and returns the write, which the runner calls on its loop
 // once that seq is acknowledged and before its next append is submitted,
 // so the snapshot lands at most one group behind (RL-12). The encoding is
-// then verified in the background (Digest(st) is the SHA-256 of these
-// very bytes, so a decode that digests the same proves the round trip); a
-// snapshot that fails is deleted, and older ones are pruned only after a
-// newer one passed. A snapshot that cannot be encoded, written (a state
+// verified in the background before it is written (Digest(st) is the
+// SHA-256 of these very bytes, so a decode that digests the same proves
+// the round trip); a snapshot that fails is not written, and older ones
+// are pruned only after a newer one was written. A snapshot that cannot be encoded, written (a state
 // over Options.SnapshotBytesMax) or verified stops nothing, since the
 // journal alone is the truth, but it is counted with its error in
 // [Engine.SnapshotStats]: until one succeeds, restart replays from the
@@ -353,19 +353,22 @@ func (e *Engine) writeSnapshot(st *replay.State) func(stored func(bool)) {
 			if h := testHookSnapshotWrite; h != nil {
 				h(seq)
 			}
-			err := e.j.WriteSnapshot(context.Background(), seq, b)
-			stored(err == nil)
-			if err != nil {
-				e.snapshots.failed(seq, fmt.Errorf("quire: snapshot: %w", err))
-				return
-			}
+			// Checked before it is written: a snapshot is never stored,
+			// nor counted by the runner as stored, unless it decodes to
+			// the state it was encoded from.
 			dec, err := replay.Decode(b)
 			if err != nil || replay.Digest(dec) != sha256.Sum256(b) {
-				e.j.DeleteSnapshot(context.Background(), seq)
+				stored(false)
 				if err == nil {
 					err = errors.New("decoded state digests differently")
 				}
-				e.snapshots.failed(seq, fmt.Errorf("quire: snapshot at seq %d failed its round-trip check and was deleted: %w", seq, err))
+				e.snapshots.failed(seq, fmt.Errorf("quire: snapshot at seq %d failed its round-trip check and was not written: %w", seq, err))
+				return
+			}
+			err = e.j.WriteSnapshot(context.Background(), seq, b)
+			stored(err == nil)
+			if err != nil {
+				e.snapshots.failed(seq, fmt.Errorf("quire: snapshot: %w", err))
 				return
 			}
 			e.j.DeleteSnapshotsBefore(context.Background(), seq)
