@@ -3,7 +3,9 @@ package api_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -602,6 +604,57 @@ func TestWD10_HandlerErrorOrPanicIsRecordedAndSwallowed(t *testing.T) {
 		t.Fatalf("WD-10: %d handler starts", n)
 	}
 	b.checkReplay()
+}
+
+// WD-10: many obligations outstanding at once, their handlers finishing
+// in an order other than the one they started in: each handler runs once
+// (the loop looks for new obligations on every pass), every obligation is
+// finished, and live state equals replay, which folded finishes from the
+// middle of the list.
+func TestWD10_ManyOutstandingHandlersFinishInAnyOrder(t *testing.T) {
+	b := setup(t, nil)
+	const n = 40
+	release := map[string]chan struct{}{}
+	var mu sync.Mutex
+	started := make(chan string, n)
+	if err := api.HandleDeadline(b.eng, "cleanup", func(ctx context.Context, st api.State) error {
+		k := st["k"].(string)
+		mu.Lock()
+		ch := release[k]
+		mu.Unlock()
+		started <- k
+		<-ch
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	wfRegister(t, b.eng, api.NewWorkflow("slow").Delay(time.Hour).MustCompleteWithin(time.Minute).OnDeadline("cleanup"))
+	b.start()
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = strconv.Itoa(i)
+		release[keys[i]] = make(chan struct{})
+		wfDispatch(b, "slow", api.State{"k": keys[i]})
+	}
+	b.clk.Advance(time.Minute)
+	for range n {
+		<-started
+	}
+	// Middle first, then the ends: finishes away from the oldest
+	// obligation, and runs of it.
+	order := append(append([]string{}, keys[n/2:]...), keys[:n/2]...)
+	for _, k := range order {
+		close(release[k])
+	}
+	b.idle()
+	b.checkReplay()
+	recs := b.records()
+	if s, f := countKind(recs, record.KindDeadlineHandlerStarted), countKind(recs, record.KindDeadlineHandlerFinished); s != n || f != n {
+		t.Fatalf("WD-10: %d handler starts and %d finishes for %d expiries", s, f, n)
+	}
+	if st := foldRecords(t, recs); len(st.Expiries) != 0 {
+		t.Fatalf("WD-10: %d obligations left after every handler finished", len(st.Expiries))
+	}
 }
 
 func TestWD10_HandlerUnfinishedAtCrashRunsAgainAfterReopen(t *testing.T) {

@@ -179,6 +179,11 @@ func Decode(b []byte) (*State, error) {
 			s.Idempotency[w.IdempotencyKey] = w.ID
 		}
 	}
+	for i := 1; i < len(snap.Expiries); i++ {
+		if snap.Expiries[i].Seq <= snap.Expiries[i-1].Seq {
+			return nil, fmt.Errorf("replay: snapshot: %w: expiries out of seq order at %d", record.ErrCorrupt, snap.Expiries[i].Seq)
+		}
+	}
 	s.Expiries = snap.Expiries
 	s.WorkflowsCompleted, s.WorkflowsCancelled = snap.WorkflowsCompleted, snap.WorkflowsCancelled
 	return s, nil

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"maps"
 	"testing"
@@ -329,4 +330,29 @@ func TestRL6_DecodeNeverPanics(t *testing.T) {
 		r := record.Record{Seq: s.LastSeq + 1, Stream: record.EngineStream, Body: &record.RunStarted{RunID: "r"}}
 		_ = Apply(s, r)
 	})
+}
+
+// WD-10, RL-6: expiries are found by binary search on their seq, so a
+// snapshot whose expiries are out of seq order is refused as corrupt
+// rather than decoded into a state that would lose track of them.
+func TestRL6_SnapshotExpiriesOutOfOrderAreCorrupt(t *testing.T) {
+	t.Parallel()
+	s := New()
+	s.LastSeq = 9
+	s.Expiries = []Expiry{{Seq: 7, WorkflowID: "wf_b", Name: "w"}, {Seq: 4, WorkflowID: "wf_a", Name: "w"}}
+	enc, err := Encode(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Decode(enc); !errors.Is(err, record.ErrCorrupt) {
+		t.Fatalf("Decode: %v, want ErrCorrupt", err)
+	}
+	s.Expiries[0], s.Expiries[1] = s.Expiries[1], s.Expiries[0]
+	if enc, err = Encode(s); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Decode(enc)
+	if err != nil || got.expiry(4) != 0 || got.expiry(7) != 1 || got.expiry(5) != -1 {
+		t.Fatalf("in order: %v, expiry(4)=%d expiry(7)=%d", err, got.expiry(4), got.expiry(7))
+	}
 }

@@ -347,7 +347,13 @@ func applyWorkflow(s *State, r record.Record) (bool, error) {
 		if i < 0 {
 			return true, impossible("deadline handler finished for unknown expiry %d", b.Expiry)
 		}
-		s.Expiries = append(s.Expiries[:i:i], s.Expiries[i+1:]...)
+		if i == 0 {
+			// Handlers mostly finish in the order they started: the
+			// oldest leaves without moving the others.
+			s.Expiries = s.Expiries[1:]
+		} else {
+			s.Expiries = append(s.Expiries[:i:i], s.Expiries[i+1:]...)
+		}
 	default:
 		return false, nil
 	}
@@ -366,11 +372,13 @@ func active(s *State, id string, step int32) (*Workflow, error) {
 	return w, nil
 }
 
+// expiry returns the index of the expiry recorded at seq, or -1. Expiries
+// are in seq order (appended as recorded, checked when a snapshot is
+// decoded).
 func (s *State) expiry(seq uint64) int {
-	for i, e := range s.Expiries {
-		if e.Seq == seq {
-			return i
-		}
+	i := sort.Search(len(s.Expiries), func(i int) bool { return s.Expiries[i].Seq >= seq })
+	if i < len(s.Expiries) && s.Expiries[i].Seq == seq {
+		return i
 	}
 	return -1
 }

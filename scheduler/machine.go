@@ -219,8 +219,9 @@ type Machine struct {
 	// sweep.
 	waiters                     map[string][]string
 	waiterEntries, waitersSwept int
-	// handling holds the expiries whose handler runs in this process.
-	handling map[uint64]bool
+	// expiriesStarted is the seq of the newest expiry whose handler this
+	// process started (WD-10): every older one is running or done.
+	expiriesStarted uint64
 	// recent holds the summaries of workflows that left the state in
 	// decisions whose append may not be acknowledged yet, so lookups never
 	// miss them before the terminal index serves them (RL-1).
@@ -270,8 +271,8 @@ func NewMachine(cfg Config, st *replay.State) *Machine {
 		cfg.Workers = 1
 	}
 	m := &Machine{cfg: cfg, st: st, x: newIndex(), nextSeq: st.LastSeq + 1,
-		waiters: make(map[string][]string), handling: make(map[uint64]bool),
-		recent: make(map[string]recentWorkflow), recentIdem: make(map[string]recentIdem),
+		waiters: make(map[string][]string),
+		recent:  make(map[string]recentWorkflow), recentIdem: make(map[string]recentIdem),
 		deferredSet: make(map[string]bool)}
 	for _, id := range st.JobIDs() {
 		m.place(st.Jobs[id])

@@ -1111,11 +1111,13 @@ func (m *Machine) StartDeadlineHandlers() Decision {
 	if !m.recovered {
 		return d
 	}
-	for _, e := range m.st.Expiries {
-		if m.handling[e.Seq] {
-			continue
-		}
-		m.handling[e.Seq] = true
+	// Expiries are in seq order, and every one up to expiriesStarted is
+	// running or done in this process: only those after it are new. The
+	// loop calls this on every pass, with any number of handlers running.
+	es := m.st.Expiries
+	i := sort.Search(len(es), func(i int) bool { return es[i].Seq > m.expiriesStarted })
+	for _, e := range es[i:] {
+		m.expiriesStarted = e.Seq
 		d.cut()
 		m.emit(&d, e.WorkflowID, &record.DeadlineHandlerStarted{WorkflowID: e.WorkflowID, Handler: e.Handler, Expiry: e.Seq})
 		d.DeadlineRuns = append(d.DeadlineRuns, DeadlineRun{Expiry: e.Seq, WorkflowID: e.WorkflowID, Name: e.Name, Handler: e.Handler, State: e.State})
@@ -1135,7 +1137,6 @@ const (
 // debug record keeping a failure's message (WD-10).
 func (m *Machine) DeadlineHandlerDone(run DeadlineRun, outcome, msg string) Decision {
 	var d Decision
-	delete(m.handling, run.Expiry)
 	m.emit(&d, run.WorkflowID, &record.DeadlineHandlerFinished{WorkflowID: run.WorkflowID, Expiry: run.Expiry, Outcome: outcome})
 	if outcome != HandlerOK {
 		m.emit(&d, record.EngineStream, &record.Debug{Subject: run.WorkflowID, Code: "DEADLINE_HANDLER_" + outcome,
