@@ -62,10 +62,11 @@ const (
 	// WaitForAnySignal step. They all go in one workflow_waiting record:
 	// 64 names of up to [NameBytesMax] bytes take under 7 KiB.
 	SignalNamesMax = 64
-	// WaitWorkflowsMax bounds the workflow ids of one WaitForWorkflows or
-	// WaitForWorkflowsIn step. They all go in one workflow_waiting record:
-	// 256 ids of up to 127 bytes take about 33 KiB, half of
-	// [RecordBytesMin].
+	// WaitWorkflowsMax bounds the workflow ids of one WaitForWorkflows
+	// step. They all go in one workflow_waiting record: 256 ids of up to
+	// 127 bytes take about 33 KiB, half of [RecordBytesMin]. The ids of a
+	// WaitForWorkflowsIn step are bounded by the state that holds them
+	// (Options.PayloadBytesMax) instead.
 	WaitWorkflowsMax = 256
 	// ParallelBranchesMax bounds the branches of one Parallel step. A
 	// step's branches are enqueued in one atomic append (WF-4), which may

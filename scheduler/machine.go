@@ -219,6 +219,14 @@ type Machine struct {
 	// sweep.
 	waiters                     map[string][]string
 	waiterEntries, waitersSwept int
+	// tallies holds the wait tallies of workflows waiting for workflows,
+	// made on first use (tally), dropped when the wait settles or by the
+	// sweep.
+	tallies map[string]*waitTally
+	// waitIDsRead counts the ids that waits for workflows were read
+	// over, in tallies and full decisions: what tests hold to O(1) per
+	// dependency finishing.
+	waitIDsRead int
 	// expiriesStarted is the seq of the newest expiry whose handler this
 	// process started (WD-10): every older one is running or done.
 	expiriesStarted uint64
@@ -271,8 +279,8 @@ func NewMachine(cfg Config, st *replay.State) *Machine {
 		cfg.Workers = 1
 	}
 	m := &Machine{cfg: cfg, st: st, x: newIndex(), nextSeq: st.LastSeq + 1,
-		waiters: make(map[string][]string),
-		recent:  make(map[string]recentWorkflow), recentIdem: make(map[string]recentIdem),
+		waiters: make(map[string][]string), tallies: make(map[string]*waitTally),
+		recent: make(map[string]recentWorkflow), recentIdem: make(map[string]recentIdem),
 		deferredSet: make(map[string]bool)}
 	for _, id := range st.JobIDs() {
 		m.place(st.Jobs[id])

@@ -485,10 +485,21 @@ func (m *Machine) react(d *Decision, now time.Time, w *replay.Workflow, status r
 	ws := append([]string(nil), waiters...)
 	sort.Strings(ws)
 	var keep []string
-	for _, id := range ws {
+	for i, id := range ws {
+		if i > 0 && id == ws[i-1] {
+			continue // listed once per occurrence of w in x's wait: reacts once
+		}
 		x := m.st.Workflows[id]
-		if x == nil || x.Status != replay.WorkflowWaitingWorkflows || x.Wait == nil || !contains(x.Wait.Workflows, w.ID) {
+		if x == nil || x.Status != replay.WorkflowWaitingWorkflows || x.Wait == nil {
 			continue
+		}
+		t, fresh := m.tally(x)
+		k := t.deps[w.ID]
+		if k == 0 {
+			continue // a stale entry: x waits on other workflows now
+		}
+		if !fresh {
+			t.underway -= int(k) // w was under way, and has finished
 		}
 		// x's wait is settled by x's own step (mode, quorum, result key):
 		// a parked x stays a waiter until its definition is registered.
@@ -509,9 +520,11 @@ func (m *Machine) react(d *Decision, now time.Time, w *replay.Workflow, status r
 			continue
 		}
 		step := &def.Steps[x.Step]
-		if waitUndecided(m.st, step, x.Wait.Workflows, w.ID, status) ||
+		if t.undecided(step, len(x.Wait.Workflows), status) ||
 			!m.settleWorkflowsWait(d, now, x, step, x.Wait.Workflows, true) {
 			keep = append(keep, id)
+		} else {
+			delete(m.tallies, x.ID)
 		}
 	}
 	m.waiterEntries -= len(waiters) - len(keep)
@@ -547,11 +560,18 @@ const waitersSweepMin = 1024
 func (m *Machine) sweepWaiters() {
 	n := 0
 	waiters := make(map[string][]string, len(m.waiters))
+	for id, t := range m.tallies {
+		if x := m.st.Workflows[id]; x == nil || x.Wait != t.wait {
+			delete(m.tallies, id)
+		}
+	}
 	for dep, ids := range m.waiters {
 		var keep []string
 		for _, id := range ids {
-			if x := m.st.Workflows[id]; x != nil && x.Status == replay.WorkflowWaitingWorkflows && x.Wait != nil && contains(x.Wait.Workflows, dep) {
-				keep = append(keep, id)
+			if x := m.st.Workflows[id]; x != nil && x.Status == replay.WorkflowWaitingWorkflows && x.Wait != nil {
+				if t, _ := m.tally(x); t.deps[dep] > 0 {
+					keep = append(keep, id)
+				}
 			}
 		}
 		if len(keep) > 0 {
@@ -562,47 +582,77 @@ func (m *Machine) sweepWaiters() {
 	m.waiters, m.waiterEntries, m.waitersSwept = waiters, n, n
 }
 
-// waitUndecided reports, from the state alone, that dep finishing with
-// status cannot settle a wait for ids. Deciding the wait in full costs a
-// terminal-index read for every dependency that left the state, on the
-// engine's one loop: with hundreds of dependencies finishing one by one,
-// that was quadratic. A dependency in the state and not failed is still
-// under way; one that left it, or failed, has finished. The last
-// evaluation left the wait undecided, so only what this outcome can move
-// may settle it now:
-//   - a completion settles All only once nothing else is under way, and
-//     Any or Quorum only once enough have finished to be the quorum
-//     (1 for Any) if all of them completed;
+// waitTally is what the machine keeps of one workflow's wait for
+// workflows (WF-7), so that each dependency finishing costs O(1) rather
+// than a pass over the wait's ids: a wait for 16 000 workflows, each
+// finishing in turn, cost 16 000² steps. It is derived, never recorded:
+// it only lets react skip deciding a wait in full when that cannot
+// settle it, and the full decision reads the state alone.
+type waitTally struct {
+	// wait is the wait described: x.Wait is a new value at each
+	// workflow_waiting, so another one means x waits anew.
+	wait *replay.Wait
+	// deps counts each id's occurrences in the wait.
+	deps map[string]int32
+	// underway is a lower bound on the ids still under way (in the state
+	// and not failed): exact when counted, then lowered as dependencies
+	// finish. A failed dependency that is retried (WF-18) is under way
+	// again without raising it, which only makes more decisions full.
+	underway int
+}
+
+// tally returns x's wait tally, counting it from the state if it has none
+// for its current wait (fresh: it already reflects every outcome applied
+// so far).
+func (m *Machine) tally(x *replay.Workflow) (t *waitTally, fresh bool) {
+	if t = m.tallies[x.ID]; t != nil && t.wait == x.Wait {
+		return t, false
+	}
+	t = &waitTally{wait: x.Wait, deps: make(map[string]int32, len(x.Wait.Workflows))}
+	m.waitIDsRead += len(x.Wait.Workflows)
+	for _, id := range x.Wait.Workflows {
+		t.deps[id]++
+		if y := m.st.Workflows[id]; y != nil && y.Status != replay.WorkflowFailed {
+			t.underway++
+		}
+	}
+	m.tallies[x.ID] = t
+	return t, true
+}
+
+// undecided reports that a dependency finishing with status cannot have
+// settled a wait for n ids, from the tally alone. Deciding the wait in
+// full costs a terminal-index read for every dependency that left the
+// state, on the engine's one loop: with hundreds of dependencies
+// finishing one by one, that was quadratic. The last evaluation left the
+// wait undecided, so only what this outcome can move may settle it now:
+//   - a completion settles All only once nothing is under way, and Any or
+//     Quorum only once enough have finished to be the quorum (1 for Any)
+//     if all of them completed;
 //   - a failure settles Any and Quorum only once too few are under way to
 //     still make the quorum, and All at once.
 //
-// A wait whose reaction was deferred, or whose definition was not
+// underway is a lower bound, so each answer holds for the true count. A
+// wait whose reaction was deferred, or whose definition was not
 // registered, is decided in full later (settleDeferred,
 // WorkflowRegistered).
-func waitUndecided(st *replay.State, step *StepDef, ids []string, dep string, status replay.WorkflowStatus) bool {
-	need := len(ids)
+func (t *waitTally) undecided(step *StepDef, n int, status replay.WorkflowStatus) bool {
+	need := n
 	switch step.Mode {
 	case ModeAny:
 		need = 1
 	case ModeQuorum:
 		need = step.Quorum
 	}
-	if step.Mode == ModeAll && status != replay.WorkflowCompleted {
+	switch {
+	case step.Mode == ModeAll && status != replay.WorkflowCompleted:
 		return false
+	case step.Mode == ModeAll:
+		return t.underway > 0
+	case status == replay.WorkflowCompleted:
+		return n-t.underway < need
 	}
-	underway := 0
-	for _, id := range ids {
-		if x := st.Workflows[id]; id != dep && x != nil && x.Status != replay.WorkflowFailed {
-			underway++
-		}
-	}
-	if status == replay.WorkflowCompleted {
-		if step.Mode == ModeAll {
-			return underway > 0
-		}
-		return len(ids)-underway < need
-	}
-	return underway >= need
+	return t.underway >= need
 }
 
 // childFinished applies the outcome of p's child (WF-8): its public state
@@ -779,12 +829,16 @@ func (ds depState) public() []byte {
 // known (WF-7) and reports whether it did. waiting says whether the
 // workflow is parked on it (then a completion resumes it first).
 func (m *Machine) settleWorkflowsWait(d *Decision, now time.Time, w *replay.Workflow, step *StepDef, ids []string, waiting bool) bool {
-	completed, failed := 0, 0
+	completed, failed, underway := 0, 0, 0
 	var failedID string
 	deps := make([]depState, len(ids))
+	m.waitIDsRead += len(ids)
 	for i, id := range ids {
 		ds := m.depState(id)
 		deps[i] = ds
+		if ds.live != nil && ds.status != replay.WorkflowFailed {
+			underway++
+		}
 		switch {
 		case !ds.known:
 			failed++
@@ -845,6 +899,9 @@ func (m *Machine) settleWorkflowsWait(d *Decision, now time.Time, w *replay.Work
 	case impossible:
 		m.fail(d, now, w, fmt.Sprintf("step %q: dependency %s", step.Name, failedID))
 		return true
+	}
+	if t := m.tallies[w.ID]; t != nil && t.wait == w.Wait {
+		t.underway = underway // counted in full: exact again
 	}
 	return false
 }

@@ -1,8 +1,12 @@
 package scheduler
 
 import (
+	"fmt"
 	"slices"
 	"testing"
+	"time"
+
+	"pgregory.net/rapid"
 
 	"github.com/quire-dev/quire/journal/record"
 	"github.com/quire-dev/quire/replay"
@@ -143,7 +147,173 @@ func TestWF7_WaitsReadEachFinishedDependencyOnce(t *testing.T) {
 			if reads > 2*n {
 				t.Fatalf("%d terminal-index reads for %d events, want at most %d", reads, n, 2*n)
 			}
+			// The entry, the tally and the deciding event each read the
+			// ids once; every other event reads none.
+			if got := b.m.waitIDsRead; got > 4*n {
+				t.Fatalf("waits read %d ids for %d events, want at most %d", got, n, 4*n)
+			}
 			b.replayed()
 		})
 	}
+}
+
+// WF-7, WF-18, WD-8: the wait tallies only let react skip decisions that
+// could not settle a wait. Waiters in every mode, over dependencies drawn
+// with repeats and unknown ids, while dependencies complete, are
+// cancelled, expire (failed, still in the state) and are retried (under
+// way again, which the tally does not see): after every event a workflow
+// still waiting must be one that a decision in full, from the state and
+// the terminal index, would leave waiting; and live state equals replay.
+func TestWF7_WaitTalliesDecideAsAFullDecisionWould(t *testing.T) {
+	t.Parallel()
+	rapid.Check(t, func(t *rapid.T) {
+		deps := rapid.IntRange(1, 6).Draw(t, "deps")
+		defs := map[string]*WorkflowDef{
+			"dep": {Name: "dep", Hash: "hd", Deadline: time.Hour,
+				Steps: []StepDef{{Kind: StepSignal, Name: "0", Signals: []string{"go"}, Mode: ModeAll}}},
+		}
+		index := map[string]WorkflowSummary{}
+		b := setup(t, nil, func(cfg *Config) {
+			cfg.WorkflowFunc = func(name string) *WorkflowDef { return defs[name] }
+			cfg.LookupFunc = func(id string) (WorkflowSummary, bool) { s, ok := index[id]; return s, ok }
+		})
+		now := t0
+		b.recover(now)
+		take := func(d Decision, err error) {
+			if err != nil {
+				return // refused: nothing decided (a dependency already finished, say)
+			}
+			b.take(d)
+			for _, e := range d.Index {
+				if s, err := replay.DecodeWorkflowSummary(e.Value); err == nil {
+					index[e.ID] = WorkflowSummary{Status: s.Status.String(), State: s.State, Error: s.Error}
+				}
+			}
+			b.m.Acked(b.m.NextSeq() - 1) // summaries come from the index from now on
+		}
+		var ids []string
+		for range deps {
+			d, id, err := b.m.StartWorkflow(now, DispatchRequest{Name: "dep"})
+			take(d, err)
+			ids = append(ids, id)
+			now = now.Add(time.Minute) // deadlines one minute apart
+		}
+		type waiter struct {
+			id   string
+			step StepDef
+		}
+		var waiters []waiter
+		for i := range rapid.IntRange(1, 3).Draw(t, "waiters") {
+			list := rapid.SliceOfN(rapid.SampledFrom(append(ids, "wf_unknown")), 1, 8).Draw(t, "ids")
+			step := StepDef{Kind: StepWorkflows, Name: "0", Mode: rapid.SampledFrom([]string{ModeAll, ModeAny, ModeQuorum}).Draw(t, "mode"), FromKey: "deps"}
+			if step.Mode == ModeQuorum {
+				step.Quorum = rapid.IntRange(1, len(list)).Draw(t, "quorum")
+			}
+			name := fmt.Sprintf("waiter%d", i)
+			defs[name] = &WorkflowDef{Name: name, Hash: "h" + name, Steps: []StepDef{step}}
+			deps := make([]any, len(list))
+			for i, id := range list {
+				deps[i] = id
+			}
+			state, err := replay.EncodeState(map[string]any{"deps": deps})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, id, err := b.m.StartWorkflow(now, DispatchRequest{Name: name, State: state})
+			take(d, err)
+			waiters = append(waiters, waiter{id, step})
+		}
+		// settles reports whether a decision in full would settle w's wait.
+		settles := func(w waiter, list []string) bool {
+			n, completed, failed := len(list), 0, 0
+			for _, id := range list {
+				status := ""
+				if x := b.m.State().Workflows[id]; x != nil {
+					status = x.Status.String()
+				} else if s, ok := index[id]; ok {
+					status = s.Status
+				}
+				switch status {
+				case "completed":
+					completed++
+				case "", "failed", "cancelled":
+					failed++
+				}
+			}
+			need := map[string]int{ModeAll: n, ModeAny: 1, ModeQuorum: w.step.Quorum}[w.step.Mode]
+			if w.step.Mode == ModeAll {
+				return completed == n || failed > 0
+			}
+			return completed >= need || n-failed < need
+		}
+		for range rapid.IntRange(1, 30).Draw(t, "events") {
+			id := rapid.SampledFrom(ids).Draw(t, "dep")
+			switch rapid.IntRange(0, 3).Draw(t, "event") {
+			case 0:
+				take(b.m.Signal(now, id, "go", nil))
+			case 1:
+				take(b.m.Cancel(now, id))
+			case 2:
+				now = now.Add(time.Duration(rapid.IntRange(1, 40).Draw(t, "minutes")) * time.Minute)
+				take(b.m.CheckDeadlines(now), nil)
+			case 3:
+				take(b.m.RetryWorkflow(now, id))
+			}
+			for _, w := range waiters {
+				x := b.m.State().Workflows[w.id]
+				if x == nil || x.Status != replay.WorkflowWaitingWorkflows {
+					continue
+				}
+				if settles(w, x.Wait.Workflows) {
+					t.Fatalf("waiter %s (%s, quorum %d, ids %v) still waits, but a decision in full settles it", w.id, w.step.Mode, w.step.Quorum, x.Wait.Workflows)
+				}
+			}
+		}
+		b.replayed()
+	})
+}
+
+// WF-7: an id listed twice in a wait counts twice, in the tally too: with
+// the tally counted at c's completion, a's completion takes two from it,
+// and b's completion then settles the All wait.
+func TestWF7_WaitTallyCountsRepeatedIDs(t *testing.T) {
+	t.Parallel()
+	defs := map[string]*WorkflowDef{
+		"waiter": {Name: "waiter", Hash: "hw", Steps: []StepDef{{Kind: StepWorkflows, Name: "0", Mode: ModeAll, FromKey: "deps"}}},
+		"dep":    {Name: "dep", Hash: "hd", Steps: []StepDef{{Kind: StepSignal, Name: "0", Signals: []string{"go"}, Mode: ModeAll}}},
+	}
+	b := setup(t, nil, func(cfg *Config) { cfg.WorkflowFunc = func(name string) *WorkflowDef { return defs[name] } })
+	b.recover(t0)
+	var a, bb, c string
+	for _, p := range []*string{&a, &bb, &c} {
+		d, id, err := b.m.StartWorkflow(t0, DispatchRequest{Name: "dep"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.take(d)
+		*p = id
+	}
+	state, err := replay.EncodeState(map[string]any{"deps": []any{a, a, bb, c}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, waiter, err := b.m.StartWorkflow(t0, DispatchRequest{Name: "waiter", State: state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.take(d)
+	for _, id := range []string{c, a, bb} {
+		if got := b.m.State().Workflows[waiter]; got == nil || got.Status != replay.WorkflowWaitingWorkflows {
+			t.Fatalf("the waiter left its wait before %s completed", id)
+		}
+		d, err := b.m.Signal(t0, id, "go", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.take(d)
+	}
+	if got := b.m.State().Workflows[waiter]; got != nil {
+		t.Fatalf("the waiter is %s after all its dependencies completed", got.Status)
+	}
+	b.replayed()
 }
