@@ -97,9 +97,36 @@ func newActors() *actors {
 // package documentation) before and after each wake-up. If the engine
 // instance crashes while the work is parked, the calling goroutine exits
 // (runtime.Goexit), as a killed process's would.
+//
+// Parking is also what lets a crash interrupt a handler: crashes land
+// only at quiescent points, where every handler has returned or is
+// parked here ([World.Crash]). A handler that makes its side effect and
+// then takes the time the real call would take (the response of a
+// payment provider, say) can be crashed between the two, and its next
+// attempt shows whether the side effect is idempotent.
+//
+// Take is only meaningful on a goroutine the engine runs while a step is
+// in progress: called while no step runs (from the scenario's goroutine,
+// say), it fails the world and returns the failure, since nothing could
+// ever wake it. A zero d returns nil at once and is not recorded in
+// [World.Works]; a negative d fails the world at the step it ran in and
+// returns the failure.
 func (w *World) Take(ctx context.Context, key string, d time.Duration, mode Mode) error {
+	if tb := w.cfg.tb; tb != nil {
+		tb.Helper()
+	}
+	s := w.cur.Load()
+	if s == nil {
+		w.fail("Take(%q) called while no step runs: Take is for handlers, guards, middleware and hooks, which the engine runs during "+
+			"a step; the scenario moves time with Advance", key)
+		return fmt.Errorf("sim: Take(%q) called while no step runs", key)
+	}
 	start := w.clk.Now()
-	if d <= 0 {
+	if d < 0 {
+		w.failAt(s.n, "Take(%q) with a negative duration %v (during step %d, %q)", key, d, s.n, s.what)
+		return fmt.Errorf("sim: Take(%q) with a negative duration %v", key, d)
+	}
+	if d == 0 {
 		return nil
 	}
 	if mode == Cooperate && ctx.Err() != nil {

@@ -163,20 +163,23 @@ func cloneFS(fs *vfs.MemFS) *vfs.MemFS {
 
 // keepArtifacts copies the journal as it is now (every write kept, as a
 // process killed here would leave it on a disk that loses nothing) to
-// current/, and the image the last crash left to last-crash-image/, under
-// $QUIRE_SIM_OUT/quire-sim-0x<seed> (default: the OS temp directory). It
-// returns one line per image: the directory to point qctl at, checked by
-// opening it read-only as a journal, or why there is none.
-func (w *World) keepArtifacts() string {
+// current/, labelled with step n (the failure's), and the image the last
+// crash left to last-crash-image/, under
+// $QUIRE_SIM_OUT/quire-sim-<test>-0x<seed> (default: the OS temp
+// directory), <test> being the test's full name made safe for a path, so
+// that two tests failing on one seed keep their images apart. It returns
+// one line per image: the directory to point qctl at, checked by opening
+// it read-only as a journal, or why there is none.
+func (w *World) keepArtifacts(n int) string {
 	root := os.Getenv("QUIRE_SIM_OUT")
 	if root == "" {
 		root = os.TempDir()
 	}
-	dir := filepath.Join(root, fmt.Sprintf("quire-sim-0x%x", w.seed))
+	dir := filepath.Join(root, artifactDir(w.cfg.tb.Name(), w.seed))
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Sprintf("journal image: not kept: %v", err)
 	}
-	lines := keepImage(cloneFS(w.fs), filepath.Join(dir, "current"), fmt.Sprintf("journal image at step %d", len(w.steps)))
+	lines := keepImage(cloneFS(w.fs), filepath.Join(dir, "current"), fmt.Sprintf("journal image at step %d", n))
 	if w.image != nil {
 		lines += "\n" + keepImage(w.image, filepath.Join(dir, "last-crash-image"), fmt.Sprintf("journal image of the last crash (step %d)", w.imageN))
 	}
@@ -201,4 +204,29 @@ func keepImage(img vfs.FS, dst, what string) string {
 		return fmt.Sprintf("%s: kept in %s, which does not close as a journal: %v", what, dst, err)
 	}
 	return fmt.Sprintf("%s: qctl inspect %s", what, dst)
+}
+
+// artifactDirNameMax bounds the test-name part of an image directory's
+// name, in bytes, well under the usual 255-byte file-name limit.
+const artifactDirNameMax = 120
+
+// artifactDir names the directory of a failure's images: the test's full
+// name with every byte outside [A-Za-z0-9._-] replaced by '_' (so
+// "TestX/seed=0x1f" is "TestX_seed_0x1f"), cut to artifactDirNameMax
+// bytes (with a hash of the whole name when cut), then the seed.
+func artifactDir(test string, seed uint64) string {
+	b := []byte(test)
+	for i, c := range b {
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '_', c == '-':
+		default:
+			b[i] = '_'
+		}
+	}
+	if len(b) > artifactDirNameMax {
+		h := fnv.New32a()
+		h.Write([]byte(test))
+		b = fmt.Appendf(b[:artifactDirNameMax-9], "_%08x", h.Sum32())
+	}
+	return fmt.Sprintf("quire-sim-%s-0x%x", b, seed)
 }

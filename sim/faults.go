@@ -62,6 +62,12 @@ func SlowDisk(mean, limit time.Duration) Option {
 // world crashes and reopens on an image taken after the fail-stop, as a
 // supervisor restarting the process would.
 func (w *World) DiskFault(handler string, payload any) {
+	if tb := w.cfg.tb; tb != nil {
+		tb.Helper()
+	}
+	if !w.enter("DiskFault") {
+		return
+	}
 	w.step(fmt.Sprintf("disk fault on enqueue %s", handler), func() {
 		w.inj.wal.On()
 		_, err := w.eng.Enqueue(w.ctx, handler, payload)

@@ -24,7 +24,13 @@ const reportChildEnv = "QUIRE_SIM_REPORT_CHILD"
 // TestReportChild fails every seed of a sim.Run the way $QUIRE_SIM_REPORT_CHILD
 // says, after a crash and an enqueue the crash image does not hold. It
 // runs only as TestFailureReport's child.
-func TestReportChild(t *testing.T) {
+func TestReportChild(t *testing.T) { reportChild(t) }
+
+// TestReportChildTwin is TestReportChild under another name: two tests
+// failing on the same seed must keep their journal images apart.
+func TestReportChildTwin(t *testing.T) { reportChild(t) }
+
+func reportChild(t *testing.T) {
 	mode := os.Getenv(reportChildEnv)
 	if mode == "" {
 		t.Skip("run by TestFailureReport")
@@ -97,6 +103,12 @@ func TestFailureReport(t *testing.T) {
 					t.Fatalf("the documented pattern fails the parent:\n%s", text)
 				}
 			}
+			if mode == "T.Errorf" || mode == "outer.Errorf" {
+				// Reported at the next step, which it stops, not at the end.
+				if want := regexp.MustCompile(`the test failed before step \d+ \("clock [^"]+"\), after step \d+ \("enqueue work"\)`); !want.MatchString(text) {
+					t.Fatalf("no %s in:\n%s", want, text)
+				}
+			}
 			if mode == "before-open" {
 				if strings.Contains(text, "qctl inspect") || !strings.Contains(text, "journal image at step 0: none") {
 					t.Fatalf("an image is claimed although the engine never opened:\n%s", text)
@@ -116,6 +128,39 @@ func TestFailureReport(t *testing.T) {
 				t.Fatalf("the current image holds %d records, the last crash image %d: want more:\n%s", nc, ni, text)
 			}
 		})
+	}
+}
+
+// TestFailureReportTwoTestsOneSeed runs two tests that fail on the same
+// seed in one child process: each keeps its journal images in a
+// directory of its own, named after the test, so that the second does
+// not overwrite the first's evidence (doc.go, "Reproduction").
+func TestFailureReportTwoTestsOneSeed(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	cmd := exec.Command(exe, "-test.run=^(TestReportChild|TestReportChildTwin)$", "-test.count=1")
+	cmd.Env = append(os.Environ(), reportChildEnv+"=T.Fatalf", "QUIRE_SIM_OUT="+out)
+	b, err := cmd.CombinedOutput()
+	text := string(b)
+	if err == nil {
+		t.Fatalf("the child passed:\n%s", text)
+	}
+	current := regexp.MustCompile(`journal image at step \d+: qctl inspect (.+)`)
+	var dirs []string
+	for _, m := range current.FindAllStringSubmatch(text, -1) {
+		dirs = append(dirs, m[1])
+	}
+	if len(dirs) != 2 || dirs[0] == dirs[1] {
+		t.Fatalf("images %q, want two distinct directories:\n%s", dirs, text)
+	}
+	for i, name := range []string{"TestReportChild_seed", "TestReportChildTwin_seed"} {
+		if !strings.Contains(dirs[i], name) {
+			t.Fatalf("image %s is not named after its test (%s)", dirs[i], name)
+		}
+		countRecords(t, dirs[i]) // both still open as journals
 	}
 }
 

@@ -6,6 +6,9 @@ import (
 	"runtime"
 	"strconv"
 	"testing"
+	"time"
+
+	"github.com/quire-dev/quire/journal/record"
 )
 
 // Seeds returns the seeds a simulation test runs: def of them by default,
@@ -41,7 +44,8 @@ func Seeds(tb testing.TB, def int) []uint64 {
 
 // Run runs scenario once per seed of [Seeds](t, def), each in a subtest
 // named after its seed, on a world built with [WithT](subtest) and opts,
-// and finishes the world. It stops at the first failing seed. The
+// and finishes the world; a world that failed fails its seed. It stops
+// at the first failing seed. The
 // scenario asserts through [World.T], the seed's subtest; a failure of t
 // during a seed (an assertion on the outer t) is also charged to that
 // seed and reported with what reproduces it.
@@ -51,7 +55,7 @@ func Run(t *testing.T, def int, scenario func(w *World), opts ...Option) {
 		ok := t.Run(fmt.Sprintf("seed=0x%x", seed), func(st *testing.T) {
 			w := New(seed, append([]Option{WithT(st), under(t)}, opts...)...)
 			scenario(w)
-			w.Finish()
+			finish(st, w)
 		})
 		if !ok {
 			return
@@ -77,7 +81,7 @@ func Check(t *testing.T, def int, scenario func(w *World), opts ...Option) {
 				}
 				w := New(seed, append([]Option{WithT(t), under(outer)}, opts...)...)
 				scenario(w)
-				w.Finish()
+				finish(t, w)
 				runs[i] = w
 			}
 			for i := 1; i < len(runs); i++ {
@@ -93,12 +97,27 @@ func Check(t *testing.T, def int, scenario func(w *World), opts ...Option) {
 	}
 }
 
+// finish finishes the world of a seed's subtest t and fails t if the
+// world failed, whether or not the failure was reported yet.
+func finish(t *testing.T, w *World) {
+	t.Helper()
+	if err := w.Finish(); err != nil && !t.Failed() {
+		t.Fatalf("%v", err)
+	}
+	if w.Failed() {
+		t.FailNow()
+	}
+}
+
 // Diverge compares two finished worlds' traces and final digests and
-// describes the first difference, or returns nil.
+// describes the first difference, or returns nil. The description names
+// the first step whose hash differs and, when the two runs' journals
+// differ there, the first record that differs: its seq, kind and stream,
+// and both versions.
 func Diverge(a, b *World) error {
 	for i := 0; i < min(len(a.steps), len(b.steps)); i++ {
 		if a.steps[i] != b.steps[i] {
-			return fmt.Errorf("step %d: %q (%016x) vs %q (%016x)", i, a.steps[i].What, a.steps[i].Hash, b.steps[i].What, b.steps[i].Hash)
+			return fmt.Errorf("step %d: %q (%016x) vs %q (%016x)%s", i, a.steps[i].What, a.steps[i].Hash, b.steps[i].What, b.steps[i].Hash, recordDiff(a, b, i))
 		}
 	}
 	if len(a.steps) != len(b.steps) {
@@ -108,4 +127,39 @@ func Diverge(a, b *World) error {
 		return fmt.Errorf("final digest %x vs %x", a.lastDig[:8], b.lastDig[:8])
 	}
 	return nil
+}
+
+// recordDiff describes the first journal record that differs between a
+// and b among those mixed into their traces up to step i; if none does,
+// it says so (then the step's instant or live digest differs).
+func recordDiff(a, b *World, i int) string {
+	n := min(a.mixedAt[i], b.mixedAt[i], len(a.orc.recs), len(b.orc.recs))
+	for k := 0; k < n; k++ {
+		ra, rb := a.orc.recs[k], b.orc.recs[k]
+		if ra.Seq == rb.Seq && ra.At == rb.At && ra.Stream == rb.Stream && ra.Kind() == rb.Kind() && sameBody(ra, rb) {
+			continue
+		}
+		return fmt.Sprintf(": first differing record seq %d (%s, stream %s)\n\t%s\nvs\n\t%s",
+			ra.Seq, ra.Kind(), ra.Stream, describe(ra), describe(rb))
+	}
+	if a.mixedAt[i] != b.mixedAt[i] {
+		return fmt.Sprintf(": the journal holds %d records after it vs %d", a.mixedAt[i], b.mixedAt[i])
+	}
+	return ": the same journal records up to it; the step's instant or live state digest differs"
+}
+
+// sameBody reports whether two records' bodies encode to the same bytes.
+func sameBody(a, b record.Record) bool {
+	ea, err1 := record.EncodeBody(a.Body)
+	eb, err2 := record.EncodeBody(b.Body)
+	return err1 == nil && err2 == nil && string(ea) == string(eb)
+}
+
+// describe prints a record for a divergence report, cut at 500 bytes.
+func describe(r record.Record) string {
+	s := fmt.Sprintf("seq %d at T0+%v %s %s %+v", r.Seq, time.Unix(0, r.At).Sub(T0), r.Stream, r.Kind(), r.Body)
+	if len(s) > 500 {
+		s = s[:500] + "..."
+	}
+	return s
 }

@@ -59,6 +59,12 @@ func (w *World) kill() {
 // [World.LastShutdown]) and audits the journal it wrote; the next step
 // after that reopens the engine.
 func (w *World) BeginShutdown() {
+	if tb := w.cfg.tb; tb != nil {
+		tb.Helper()
+	}
+	if !w.enter("BeginShutdown") {
+		return
+	}
 	w.step("shutdown begin", func() {
 		if w.shut != nil {
 			w.fail("BeginShutdown: a shutdown is already in progress")
@@ -80,6 +86,12 @@ func (w *World) beginShutdown() {
 // attempts get ReasonForcedShutdown and every remaining action takes its
 // force path.
 func (w *World) Force() {
+	if tb := w.cfg.tb; tb != nil {
+		tb.Helper()
+	}
+	if !w.enter("Force") {
+		return
+	}
 	w.step("shutdown force", func() {
 		if w.shut == nil {
 			w.fail("Force: no shutdown in progress")
@@ -99,6 +111,12 @@ func (w *World) Force() {
 // shutdown's error; a classification such as [shutdown.Incomplete] is an
 // outcome, not a failure of the world.
 func (w *World) ForceShutdown() error {
+	if tb := w.cfg.tb; tb != nil {
+		tb.Helper()
+	}
+	if !w.enter("ForceShutdown") {
+		return nil
+	}
 	if w.shut == nil {
 		w.step("shutdown begin", w.beginShutdown)
 	}
@@ -119,6 +137,12 @@ func (w *World) ForceShutdown() error {
 // classification (a fail-stop, say) fails the world. The next step
 // reopens the engine.
 func (w *World) Shutdown() error {
+	if tb := w.cfg.tb; tb != nil {
+		tb.Helper()
+	}
+	if !w.enter("Shutdown") {
+		return nil
+	}
 	if w.shut == nil {
 		w.step("shutdown", w.beginShutdown)
 	}
@@ -134,6 +158,12 @@ func (w *World) Shutdown() error {
 // Restart shuts the engine down gracefully and opens it again; a shutdown
 // that is not a success fails the world.
 func (w *World) Restart() {
+	if tb := w.cfg.tb; tb != nil {
+		tb.Helper()
+	}
+	if !w.enter("Restart") {
+		return
+	}
 	if err := w.Shutdown(); err != nil {
 		w.fail("restart: shutdown: %v", err)
 	}
@@ -141,7 +171,7 @@ func (w *World) Restart() {
 }
 
 func (w *World) shutdownErr() error {
-	if w.last == nil || w.err != nil {
+	if w.last == nil || w.Failed() {
 		return nil
 	}
 	return w.last.Err
@@ -150,7 +180,7 @@ func (w *World) shutdownErr() error {
 // awaitShutdown moves the clock, instant by instant, until the shutdown in
 // progress is over.
 func (w *World) awaitShutdown() {
-	for w.shut != nil && w.err == nil {
+	for w.shut != nil && !w.Failed() {
 		now := w.clk.Now()
 		next, ok := w.clk.Next()
 		if t, ok2 := w.act.next(now); ok2 && (!ok || t.Before(next)) {

@@ -10,8 +10,17 @@ import (
 )
 
 // Enqueue enqueues a job and returns its id. An acknowledged enqueue is
-// recorded by the oracle: it must survive every later crash.
+// recorded by the oracle: it must survive every later crash. An enqueue
+// the engine refuses (an unknown handler, a shutdown in progress, an
+// invalid option) fails the whole world; a scenario that expects a
+// refusal makes the call through [World.Do], which returns the error.
 func (w *World) Enqueue(handler string, payload any, opts ...api.JobOption) string {
+	if tb := w.cfg.tb; tb != nil {
+		tb.Helper()
+	}
+	if !w.enter("Enqueue") {
+		return ""
+	}
 	var id string
 	w.step(fmt.Sprintf("enqueue %s", handler), func() {
 		var err error
@@ -26,8 +35,15 @@ func (w *World) Enqueue(handler string, payload any, opts ...api.JobOption) stri
 }
 
 // Dispatch starts a workflow and returns its id; the oracle records the
-// acknowledged dispatch.
+// acknowledged dispatch. A dispatch the engine refuses fails the whole
+// world, as [World.Enqueue]'s does; expect a refusal through [World.Do].
 func (w *World) Dispatch(name string, state api.State, opts ...api.DispatchOption) string {
+	if tb := w.cfg.tb; tb != nil {
+		tb.Helper()
+	}
+	if !w.enter("Dispatch") {
+		return ""
+	}
 	var id string
 	w.step(fmt.Sprintf("dispatch %s", name), func() {
 		var err error
@@ -47,6 +63,12 @@ func (w *World) Dispatch(name string, state api.State, opts ...api.DispatchOptio
 // later; an unknown, completed or cancelled workflow refuses it. A refusal
 // is not a failure of the world.
 func (w *World) Signal(id, name string, payload api.State) error {
+	if tb := w.cfg.tb; tb != nil {
+		tb.Helper()
+	}
+	if !w.enter("Signal") {
+		return nil
+	}
 	var err error
 	w.step(fmt.Sprintf("signal %s %s", id, name), func() {
 		err = w.eng.Signal(w.ctx, id, name, payload)
@@ -55,8 +77,16 @@ func (w *World) Signal(id, name string, payload api.State) error {
 }
 
 // Do runs f against the engine as one step, for API calls the world has no
-// method for (cancel, pause, retry); what names the step in the trace.
+// method for (cancel, pause, retry), or for calls the scenario expects the
+// engine to refuse: f's error is returned, not a failure of the world.
+// what names the step in the trace.
 func (w *World) Do(what string, f func(ctx context.Context, e *api.Engine) error) error {
+	if tb := w.cfg.tb; tb != nil {
+		tb.Helper()
+	}
+	if !w.enter("Do") {
+		return nil
+	}
 	var err error
 	w.step(what, func() { err = f(w.ctx, w.eng) })
 	return err
@@ -65,8 +95,14 @@ func (w *World) Do(what string, f func(ctx context.Context, e *api.Engine) error
 // Job returns a job's status; a job the engine no longer knows fails the
 // world.
 func (w *World) Job(id string) api.Job {
+	if tb := w.cfg.tb; tb != nil {
+		tb.Helper()
+	}
+	if !w.enter("Job") {
+		return api.Job{}
+	}
 	w.ensureOpen()
-	if w.err != nil {
+	if w.Failed() {
 		return api.Job{}
 	}
 	j, err := w.eng.Status(w.ctx, id)
@@ -79,8 +115,14 @@ func (w *World) Job(id string) api.Job {
 // Workflow returns a workflow's status; a workflow the engine no longer
 // knows fails the world.
 func (w *World) Workflow(id string) api.WorkflowInfo {
+	if tb := w.cfg.tb; tb != nil {
+		tb.Helper()
+	}
+	if !w.enter("Workflow") {
+		return api.WorkflowInfo{}
+	}
 	w.ensureOpen()
-	if w.err != nil {
+	if w.Failed() {
 		return api.WorkflowInfo{}
 	}
 	info, err := w.eng.Workflow(w.ctx, id)
@@ -94,6 +136,12 @@ func (w *World) Workflow(id string) api.WorkflowInfo {
 // once, at the next Advance or Run, if that instant has passed). Events at
 // the same instant run in the order they were scheduled.
 func (w *World) At(offset time.Duration, what string, f func(w *World)) {
+	if tb := w.cfg.tb; tb != nil {
+		tb.Helper()
+	}
+	if !w.enter("At") {
+		return
+	}
 	w.evSeq++
 	heap.Push(&w.events, &event{at: T0.Add(offset), seq: w.evSeq, what: what, f: f})
 }
@@ -101,15 +149,30 @@ func (w *World) At(offset time.Duration, what string, f func(w *World)) {
 // Run advances the clock through every scheduled event, in (instant,
 // scheduling order) order, and returns when none is left.
 func (w *World) Run() {
-	for w.events.Len() > 0 && w.err == nil {
+	if tb := w.cfg.tb; tb != nil {
+		tb.Helper()
+	}
+	if !w.enter("Run") {
+		return
+	}
+	for w.events.Len() > 0 && !w.Failed() {
 		w.AdvanceTo(w.events[0].at)
 	}
 }
 
 // Advance moves the clock forward by d, stopping at every instant at which
-// an engine timer or a scheduled event is due, so that each fires at its
-// own instant; the engine is quiescent and checked at each stop.
+// an engine timer, the end of a parked work ([World.Take]) or a scheduled
+// event is due, so that each fires at its own instant; the engine is
+// quiescent and checked at each stop. A negative d fails the world, and
+// so does an advance that needs more stops than [AdvanceStopsMax]: it
+// never jumps.
 func (w *World) Advance(d time.Duration) {
+	if tb := w.cfg.tb; tb != nil {
+		tb.Helper()
+	}
+	if !w.enter("Advance") {
+		return
+	}
 	if d < 0 {
 		w.fail("advance by %v: negative", d)
 		return
@@ -117,22 +180,33 @@ func (w *World) Advance(d time.Duration) {
 	w.AdvanceTo(w.clk.Now().Add(d))
 }
 
-// AdvanceTo is [World.Advance] to an instant.
+// AdvanceTo is [World.Advance] to an instant. A target before the current
+// instant does nothing.
 func (w *World) AdvanceTo(target time.Time) {
-	if w.err != nil || w.done {
+	if tb := w.cfg.tb; tb != nil {
+		tb.Helper()
+	}
+	if !w.enter("AdvanceTo") {
 		return
 	}
 	w.ensureOpen()
-	for stops := 0; w.err == nil; stops++ {
+	for stops := 0; !w.Failed(); stops++ {
 		now := w.clk.Now()
+		if !now.Before(target) && (w.events.Len() == 0 || w.events[0].at.After(now)) {
+			return
+		}
+		if stops >= w.cfg.stopsMax {
+			w.fail("advance to T0+%v: still at T0+%v after %d stops (the AdvanceStopsMax bound): "+
+				"the clock stops at every timer, so it never jumps to the target; raise the bound with sim.AdvanceStopsMax, "+
+				"or Jump if firing timers late is what the test means", target.Sub(T0), now.Sub(T0), stops)
+			return
+		}
 		next := target
-		if stops < maxStops {
-			if t, ok := w.clk.Next(); ok && t.Before(next) {
-				next = t
-			}
-			if t, ok := w.act.next(now); ok && t.Before(next) {
-				next = t
-			}
+		if t, ok := w.clk.Next(); ok && t.Before(next) {
+			next = t
+		}
+		if t, ok := w.act.next(now); ok && t.Before(next) {
+			next = t
 		}
 		if w.events.Len() > 0 && w.events[0].at.Before(next) {
 			next = w.events[0].at
@@ -140,42 +214,95 @@ func (w *World) AdvanceTo(target time.Time) {
 		if next.After(now) {
 			w.step(fmt.Sprintf("clock %s", next.Sub(T0)), func() { w.clk.Advance(next.Sub(now)) })
 		}
-		for w.err == nil && w.events.Len() > 0 && !w.events[0].at.After(w.clk.Now()) {
+		for !w.Failed() && w.events.Len() > 0 && !w.events[0].at.After(w.clk.Now()) {
 			ev := heap.Pop(&w.events).(*event)
 			w.step("event "+ev.what, func() {})
 			ev.f(w)
-		}
-		if !w.clk.Now().Before(target) {
-			return
-		}
-		if next.Equal(now) && stops >= maxStops {
-			return
 		}
 	}
 }
 
 // Jump moves the clock forward by d in one move, as a clock jump does:
-// every timer due fires at the new instant (late, never early).
+// every timer due fires at the new instant (late, never early). A
+// negative d fails the world (use [World.JumpBack]).
 func (w *World) Jump(d time.Duration) {
+	if tb := w.cfg.tb; tb != nil {
+		tb.Helper()
+	}
+	if !w.enter("Jump") {
+		return
+	}
+	if d < 0 {
+		w.fail("jump by %v: negative (JumpBack sets the clock back)", d)
+		return
+	}
 	w.step(fmt.Sprintf("jump +%s", d), func() { w.clk.Advance(d) })
 }
 
 // JumpBack sets the clock back by d. Nothing fires; the journal keeps its
-// instants monotone (RL-9).
+// instants monotone (RL-9). A negative d fails the world (use
+// [World.Jump]).
 func (w *World) JumpBack(d time.Duration) {
+	if tb := w.cfg.tb; tb != nil {
+		tb.Helper()
+	}
+	if !w.enter("JumpBack") {
+		return
+	}
+	if d < 0 {
+		w.fail("jump back by %v: negative (Jump moves the clock forward)", d)
+		return
+	}
 	w.step(fmt.Sprintf("jump -%s", d), func() { w.clk.Set(w.clk.Now().Add(-d)) })
 }
 
 // Crash kills the engine at the current (quiescent) point and reopens it
 // on a crash image of the filesystem, with a share of unsynced data drawn
-// from the seed: 0, 100 or 1..99 percent.
+// from the seed: 0, 100 or 1..99 percent (see [World.CrashWith]).
+//
+// A crash lands only between steps, at a quiescent point: every handler
+// has either returned (and its settlement is durable) or is parked in
+// [World.Take]. So a crash interrupts only handlers parked in Take; a
+// handler that makes a side effect and returns at once is never cut off
+// between the two, and a crash never exposes its lack of idempotence. To
+// test that, make the handler take time after the side effect
+// (side effect, then w.Take(...)) and crash while it is parked: the
+// attempt dies unsettled and runs again after the reopen (see the
+// example of [World.Take]).
 func (w *World) Crash() {
+	if tb := w.cfg.tb; tb != nil {
+		tb.Helper()
+	}
+	if !w.enter("Crash") {
+		return
+	}
 	pct := []int{0, 100, 1 + w.crashes.IntN(99)}[w.crashes.IntN(3)]
 	w.CrashWith(pct)
 }
 
-// CrashWith is [World.Crash] with a chosen share of unsynced data kept.
+// CrashWith is [World.Crash] with a chosen share, 0..100 percent, of the
+// filesystem's unsynced data kept in the crash image (any other share
+// fails the world).
+//
+// At a quiescent point the journal has nothing unsynced: it commits
+// every group with fsync before it acknowledges it, and a quiescent point
+// is one where every record decided is acknowledged. So the images of
+// every share hold the same records, and today the share changes nothing
+// the engine reopens on (runs with CrashWith(0), (37) and (100) give the
+// same journal). It only decides what happens to data written and not
+// synced, should the engine or Pebble ever leave some at a quiescent
+// point; a "maybe" record would come from there.
 func (w *World) CrashWith(pct int) {
+	if tb := w.cfg.tb; tb != nil {
+		tb.Helper()
+	}
+	if !w.enter("CrashWith") {
+		return
+	}
+	if pct < 0 || pct > 100 {
+		w.fail("crash with %d%% of the unsynced data kept: the share must be in 0..100", pct)
+		return
+	}
 	w.step(fmt.Sprintf("crash %d%%", pct), func() {
 		w.crashN++
 		img := w.crashImage(pct)
@@ -190,33 +317,46 @@ func (w *World) CrashWith(pct int) {
 // final state once more, shuts the engine down (moving the clock while the
 // shutdown waits for parked work, see [World.Take]) and audits the journal
 // it leaves. Work still parked then is ended as a process exit would end
-// it. [WithT] worlds call Finish when the test ends.
+// it, and so is the engine of a world that has failed. [WithT] worlds
+// call Finish when the test ends.
+//
+// Finish may be called more than once; later calls return the world's
+// first failure, or nil. Every other step and engine accessor fails the
+// world once Finish has run.
 func (w *World) Finish() error {
-	if w.done {
-		return w.err
+	if tb := w.cfg.tb; tb != nil {
+		tb.Helper()
+	}
+	if w.done.Load() {
+		return w.Err()
+	}
+	if s := w.cur.Load(); s != nil {
+		w.enter("Finish") // a handler's call: recorded for the step to report
+		return w.Err()
 	}
 	if w.cfg.tb != nil {
 		w.failedIn = !w.failedBefore && w.testFailed()
 	}
 	w.Run()
 	w.step("finish", func() {})
-	if w.err == nil && w.eng != nil {
+	if !w.Failed() && w.eng != nil {
 		if w.shut == nil {
 			w.step("shutdown begin", w.beginShutdown)
 		}
 		w.awaitShutdown()
 	}
-	w.act.kill(-1, w.clk.Now())
-	if w.err == nil {
+	w.closeEngine() // a failed world's, which no shutdown ended
+	if !w.Failed() {
 		if !w.orc.audit(w.fs, w.clk.Now()) {
 			w.fail("final audit: %s", w.orc.first())
 		}
 	}
-	w.done = true
-	if tb := w.cfg.tb; tb != nil && w.err == nil {
+	w.done.Store(true)
+	if tb := w.cfg.tb; tb != nil && !w.Failed() {
 		tb.Logf("sim: seed 0x%x: %d steps, trace hash %016x, digest %x", w.seed, len(w.steps), w.trace, w.lastDig[:8])
 	}
-	return w.err
+	w.raise()
+	return w.Err()
 }
 
 type event struct {

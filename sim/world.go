@@ -8,6 +8,8 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,10 +32,9 @@ const Dir = "db"
 // watchdog).
 const idleTimeout = 60 * time.Second
 
-// maxStops bounds the timer instants one Advance stops at; past it the
-// clock jumps to the target in one move (timers still fire, late, never
-// early).
-const maxStops = 4096
+// advanceStopsMaxDefault is the default of [AdvanceStopsMax]: 30 days
+// of a timer every 60 s are 43 200 stops; 2^20 are two years of them.
+const advanceStopsMaxDefault = 1 << 20
 
 // testHookBeforeReopen, when set by a test, runs on the driver goroutine
 // before each reopen (after a crash or shutdown), with the filesystem the
@@ -65,6 +66,7 @@ type config struct {
 
 	slow, slowLimit time.Duration
 	stepMode        bool
+	stopsMax        int
 }
 
 // WithT reports the world's failures to tb: the first oracle violation or
@@ -93,6 +95,15 @@ func Setup(f func(e *api.Engine) error) Option {
 // [World.Take], or runs a shutdown, does so from then on anyway.
 func StepMode() Option { return func(c *config) { c.stepMode = true } }
 
+// AdvanceStopsMax bounds the instants one [World.Advance] or
+// [World.AdvanceTo] stops at (engine timers, ends of parked work,
+// scheduled events). Zero or less means 1<<20, which a 30-day advance
+// over a 60 s periodic timer (43 200 stops) is far from. An advance that would
+// need more fails the world naming this bound, rather than jump the
+// clock and fire timers late; use [World.Jump] when a jump is what the
+// test means.
+func AdvanceStopsMax(n int) Option { return func(c *config) { c.stopsMax = n } }
+
 // EngineOptions adjusts the engine's options after the world has set its
 // own (directory, filesystem, clock, entropy, jitter source).
 func EngineOptions(f func(*api.Options)) Option {
@@ -104,7 +115,11 @@ func EngineOptions(f func(*api.Options)) Option {
 // drawn from one seed. Its methods are the scenario's steps; each step
 // runs on the caller's goroutine, waits until the engine is quiescent,
 // feeds what the engine acknowledged to the oracle, checks it and mixes
-// the step into the trace hash. A World is not safe for concurrent use.
+// the step into the trace hash. A World is not safe for concurrent use:
+// its steps and engine accessors belong to the scenario's goroutine
+// (handlers may call only [World.Take], [World.Fails], [World.Now],
+// [World.Seed] and [World.T]); a step called while another one runs
+// fails the world.
 type World struct {
 	seed uint64
 	cfg  config
@@ -137,10 +152,28 @@ type World struct {
 	evSeq   uint64
 	trace   uint64
 	steps   []Step
+	mixedAt []int // the records mixed into the trace after each step
+	mixed   int   // the records mixed into the trace so far
 	orc     *oracle
-	err     error
-	done    bool
 	lastDig [32]byte
+
+	// The world's first failure. A handler that misuses the world sets
+	// it from its own goroutine; only the scenario's goroutine reports it
+	// to the test (raised), at the end of the step it happened in.
+	mu     sync.Mutex
+	err    error
+	errN   int // the step err happened in
+	failed atomic.Bool
+	raised bool
+
+	done atomic.Bool             // Finish has run
+	cur  atomic.Pointer[stepRef] // the step in progress, nil between steps
+}
+
+// stepRef names the step in progress: its index in the trace and what.
+type stepRef struct {
+	n    int
+	what string
 }
 
 // Step is one entry of a world's trace: what happened and the trace hash
@@ -171,6 +204,9 @@ func New(seed uint64, opts ...Option) *World {
 	for _, o := range opts {
 		o(&w.cfg)
 	}
+	if w.cfg.stopsMax <= 0 {
+		w.cfg.stopsMax = advanceStopsMaxDefault
+	}
 	if w.cfg.slow > 0 {
 		w.inj.slow = errorfs.RandomLatency(errorfs.Writes, w.cfg.slow, int64(seed), w.cfg.slowLimit)
 	}
@@ -195,26 +231,37 @@ func (w *World) testFailed() bool {
 // reproduces it, and ends the engine and its parked work.
 func (w *World) cleanup() {
 	tb := w.cfg.tb
-	if !w.done {
+	if !w.done.Load() {
 		failed := w.testFailed()
 		w.failedIn = !w.failedBefore && failed
 		if !failed {
 			w.Finish()
 		}
 	}
-	if w.failedIn && w.err == nil {
+	if w.failedIn && w.Err() == nil {
 		last := "none"
 		if n := len(w.steps); n > 0 {
 			last = fmt.Sprintf("%q", w.steps[n-1].What)
 		}
 		tb.Errorf("sim seed 0x%x, step %d (%s): the test failed (last step: %s)\n%s",
-			w.seed, len(w.steps), w.Now().Sub(T0), last, w.report())
+			w.seed, len(w.steps), w.Now().Sub(T0), last, w.report(len(w.steps)))
 	}
+	w.closeEngine()
+}
+
+// closeEngine ends the engine instance still open, if any, as a process
+// exit would: closed with an ended context (errors ignored, a shutdown in
+// progress dies with it), then every parked work ended.
+func (w *World) closeEngine() {
 	if w.eng != nil {
+		// Handlers still running while the engine closes are a dead
+		// process's: they may not drive the world.
+		defer w.running(len(w.steps), "close")()
 		dead, cancel := context.WithCancel(context.Background())
 		cancel()
 		w.eng.Close(dead)
 		w.eng = nil
+		w.shut = nil
 	}
 	w.act.kill(-1, w.clk.Now())
 }
@@ -243,8 +290,16 @@ func (w *World) Now() time.Time { return w.clk.Now() }
 func (w *World) Clock() *clocktest.Clock { return w.clk }
 
 // Engine returns the current engine instance, opening it if needed. It
-// changes at every crash and restart.
+// changes at every crash and restart. After [World.Finish], or once the
+// world has failed, it returns nil (after Finish it also fails the
+// world).
 func (w *World) Engine() *api.Engine {
+	if tb := w.cfg.tb; tb != nil {
+		tb.Helper()
+	}
+	if !w.enter("Engine") {
+		return nil
+	}
 	w.ensureOpen()
 	return w.eng
 }
@@ -258,12 +313,23 @@ func (w *World) Trace() []Step { return append([]Step(nil), w.steps...) }
 // Digest returns the state digest after the last step.
 func (w *World) Digest() [32]byte { return w.lastDig }
 
-// Err returns the first failure, or nil.
-func (w *World) Err() error { return w.err }
+// Err returns the first failure, or nil. It is safe to call from any
+// goroutine.
+func (w *World) Err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
 
 // Register adds f to the world's setup (see [Setup]); if the engine is
 // already open, f also runs on it now.
 func (w *World) Register(f func(e *api.Engine) error) {
+	if tb := w.cfg.tb; tb != nil {
+		tb.Helper()
+	}
+	if !w.enter("Register") {
+		return
+	}
 	w.cfg.setup = append(w.cfg.setup, f)
 	if w.eng != nil {
 		if err := f(w.eng); err != nil {
@@ -282,22 +348,108 @@ func (w *World) Fails(key string, attempt, pct int) bool {
 	return int(mix(h.Sum64()^purposeOutcome)%100) < pct
 }
 
+// fail records the world's first failure, at the step in progress (or
+// the next one), and reports it. It must be called on the scenario's
+// goroutine: with [WithT] it ends it (Fatalf).
 func (w *World) fail(format string, args ...any) {
+	if tb := w.cfg.tb; tb != nil {
+		tb.Helper()
+	}
+	w.failAt(len(w.steps), format, args...)
+	w.raise()
+}
+
+// failAt records the world's first failure at step n without reporting
+// it. It is safe to call from any goroutine: a handler that misuses the
+// world records its failure here, and the step it happened in reports it
+// on the scenario's goroutine ([World.raise]).
+func (w *World) failAt(n int, format string, args ...any) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if w.err != nil {
 		return
 	}
-	w.err = fmt.Errorf("sim seed 0x%x, step %d (%s): %s", w.seed, len(w.steps), w.Now().Sub(T0), fmt.Sprintf(format, args...))
+	w.err = fmt.Errorf("sim seed 0x%x, step %d (%s): %s", w.seed, n, w.Now().Sub(T0), fmt.Sprintf(format, args...))
+	w.errN = n
+	w.failed.Store(true)
+}
+
+// raise reports the world's failure to its test, once: with the seed, the
+// journal images and the rerun command, and ends the scenario (Fatalf).
+// It runs only on the scenario's goroutine.
+func (w *World) raise() {
+	tb := w.cfg.tb
+	if tb == nil || w.raised || !w.failed.Load() {
+		return
+	}
+	tb.Helper()
+	w.raised = true
+	err := w.Err()
+	w.mu.Lock()
+	n := w.errN
+	w.mu.Unlock()
+	tb.Fatalf("%v\n%s", err, w.report(n))
+}
+
+// enter guards every step and engine accessor, named op: called while a
+// step runs (so from a handler, guard, middleware or hook, on a goroutine
+// of the engine's), it records the misuse for that step to report and
+// refuses; called after [World.Finish], it fails the world and refuses;
+// after a failure it reports it (once) and refuses.
+func (w *World) enter(op string) bool {
 	if tb := w.cfg.tb; tb != nil {
 		tb.Helper()
-		tb.Fatalf("%v\n%s", w.err, w.report())
 	}
+	if s := w.cur.Load(); s != nil {
+		w.failAt(s.n, "%s called during step %d (%q): World steps and engine accessors must be called from the scenario's goroutine, "+
+			"between steps, never from a handler, guard, middleware or hook (enqueue follow-up work through the engine or the Delivery; "+
+			"take simulated time with World.Take)", op, s.n, s.what)
+		return false
+	}
+	if w.done.Load() {
+		w.fail("%s after Finish: the world is finished and its engine shut down; steps and engine accessors are refused", op)
+		return false
+	}
+	if w.failed.Load() {
+		w.raise()
+		return false
+	}
+	return true
+}
+
+// running marks the step n (what) as in progress until the returned
+// function runs: a World step called meanwhile is a handler's (see
+// [World.enter]).
+func (w *World) running(n int, what string) func() {
+	prev := w.cur.Swap(&stepRef{n: n, what: what})
+	return func() { w.cur.Store(prev) }
+}
+
+// testCheck fails the world if its test failed since the world was
+// built: an assertion through [World.T] from a handler (Errorf, or
+// Fatalf, which ends only the handler's goroutine) or from the scenario,
+// so that the failure is reported at the step it happened in (when, is
+// "during" or "before" a step) and the scenario stops there.
+func (w *World) testCheck(when string, n int, what string) {
+	if w.cfg.tb == nil || w.failedBefore || w.failed.Load() || !w.testFailed() {
+		return
+	}
+	w.cfg.tb.Helper()
+	w.failedIn = true
+	after := ""
+	if k := len(w.steps); when == "before" && k > 0 {
+		after = fmt.Sprintf(", after step %d (%q)", k-1, w.steps[k-1].What)
+	}
+	w.failAt(n, "the test failed %s step %d (%q)%s; its messages are above", when, n, what, after)
+	w.raise()
 }
 
 // report keeps the world's journal images and describes how to reproduce
-// its failure: the trace hash, where the images are, the rerun command.
-func (w *World) report() string {
+// its failure at step n: the trace hash, where the images are, the rerun
+// command.
+func (w *World) report(n int) string {
 	return fmt.Sprintf("trace hash %016x\n%s\nrerun: %s",
-		w.trace, w.keepArtifacts(), rerunCommand(w.seed, w.cfg.tb.Name()))
+		w.trace, w.keepArtifacts(n), rerunCommand(w.seed, w.cfg.tb.Name()))
 }
 
 // rerunCommand is the shell command that runs test (a test's full name,
@@ -316,8 +468,8 @@ func rerunCommand(seed uint64, test string) string {
 }
 
 // Failed reports whether the world has failed; steps after a failure do
-// nothing.
-func (w *World) Failed() bool { return w.err != nil }
+// nothing. It is safe to call from any goroutine.
+func (w *World) Failed() bool { return w.failed.Load() }
 
 func (w *World) options() api.Options {
 	var key [32]byte
@@ -354,7 +506,7 @@ func (w *World) options() api.Options {
 }
 
 func (w *World) ensureOpen() {
-	if w.eng != nil || w.err != nil {
+	if w.eng != nil || w.Failed() {
 		return
 	}
 	w.open()
@@ -363,6 +515,10 @@ func (w *World) ensureOpen() {
 func (w *World) open() {
 	if tb := w.cfg.tb; tb != nil {
 		tb.Helper()
+	}
+	if w.cur.Load() == nil {
+		defer w.raise() // a handler's misuse while the engine opened
+		defer w.running(len(w.steps), "open")()
 	}
 	w.stopped = false
 	if testHookBeforeReopen != nil && w.epoch > 0 {
@@ -401,13 +557,13 @@ func (w *World) open() {
 // wakes the first parked work that is due (each wake-up is checked and
 // traced as a step of its own) and settles again, until neither is left.
 func (w *World) idle() {
-	if w.err != nil {
+	if w.Failed() {
 		return
 	}
 	limit := time.NewTimer(idleTimeout)
 	defer limit.Stop()
 	woke := ""
-	for w.err == nil {
+	for !w.Failed() {
 		if !w.waitIdle() {
 			return
 		}
@@ -491,8 +647,15 @@ func (w *World) waitIdle() bool {
 
 // check runs the oracle against the live engine and mixes what into the
 // trace.
+//
+// The trace mixes, for each step, what, the instant, the live state
+// digest and every journal record the step appended (seq, instant,
+// stream, kind and the body's canonical encoding): the digest covers only
+// unfinished work, so the records are what makes the trace see work that
+// has already finished. All of it is a function of the seed: instants come
+// from the manual clock, ids from the seeded entropy.
 func (w *World) check(what string) {
-	if w.err != nil {
+	if w.Failed() {
 		return
 	}
 	if w.eng != nil {
@@ -505,31 +668,55 @@ func (w *World) check(what string) {
 	}
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%016x|%s|%d|%x", w.trace, what, w.clk.Now().Sub(T0), w.lastDig)
+	recs := w.orc.recs
+	// An audit re-reads the journal after a crash: the records it finds
+	// keep the acknowledged ones (or it fails), so mixed never passes them.
+	w.mixed = min(w.mixed, len(recs))
+	var body []byte
+	for _, r := range recs[w.mixed:] {
+		var err error
+		if body, err = record.AppendBody(body[:0], r.Body); err != nil {
+			w.fail("after %s: encode record seq %d (%s) for the trace: %v", what, r.Seq, r.Kind(), err)
+			return
+		}
+		fmt.Fprintf(h, "|%d/%d/%s/%d/", r.Seq, r.At, r.Stream, r.Kind())
+		h.Write(body)
+	}
+	w.mixed = len(recs)
 	w.trace = h.Sum64()
 	w.steps = append(w.steps, Step{N: len(w.steps), What: what, Hash: w.trace})
+	w.mixedAt = append(w.mixedAt, w.mixed)
 }
 
 // step runs one scenario step: f, then quiescence, the oracle and the
 // trace. what must describe the step from the seed alone (no pointers, no
-// real durations).
+// real durations). A failure of the world or of its test during the step
+// (a handler's included) is reported at the step, on the scenario's
+// goroutine.
 func (w *World) step(what string, f func()) {
 	if tb := w.cfg.tb; tb != nil {
 		tb.Helper()
 	}
-	if w.err != nil || w.done {
+	if w.Failed() || w.done.Load() {
+		w.raise()
 		return
 	}
+	w.testCheck("before", len(w.steps), what)
 	if w.stopped {
 		w.open()
 	} else {
 		w.ensureOpen()
 	}
-	if w.err != nil {
+	if w.Failed() {
+		w.raise()
 		return
 	}
+	defer w.raise()
+	defer w.running(len(w.steps), what)()
 	f()
 	w.idle()
 	w.check(what)
+	w.testCheck("during", len(w.steps)-1, what)
 }
 
 // Records returns the journal records the oracle has seen acknowledged,
