@@ -196,6 +196,22 @@ func checkInvariants(t tb, s *State) {
 	if indexed != steps {
 		t.Fatalf("%d jobs indexed by workflow, %d step jobs in the state", indexed, steps)
 	}
+	// byName holds exactly the workflows of Workflows.
+	named := 0
+	for name, ws := range s.byName {
+		if len(ws) == 0 {
+			t.Fatalf("name %q has an empty workflow index", name)
+		}
+		for id, w := range ws {
+			if s.Workflows[id] != w || w.Name != name {
+				t.Fatalf("workflow %s indexed under %q is not in the state under that name", id, name)
+			}
+		}
+		named += len(ws)
+	}
+	if named != len(s.Workflows) {
+		t.Fatalf("%d workflows indexed by name, %d in the state", named, len(s.Workflows))
+	}
 }
 
 // jobKinds are the kinds replay folds, workflow kinds excluded.

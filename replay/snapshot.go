@@ -174,7 +174,7 @@ func Decode(b []byte) (*State, error) {
 		if _, dup := s.Workflows[w.ID]; dup || w.ID == "" {
 			return nil, fmt.Errorf("replay: snapshot: %w: bad or duplicate workflow id %q", record.ErrCorrupt, w.ID)
 		}
-		s.Workflows[w.ID] = &w
+		s.addWorkflow(&w)
 		if w.IdempotencyKey != "" {
 			s.Idempotency[w.IdempotencyKey] = w.ID
 		}

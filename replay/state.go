@@ -115,8 +115,13 @@ type State struct {
 	Unique map[string]string
 	// PausedQueues holds the queues paused by queue_paused (JB-8).
 	PausedQueues map[string]bool
-	// Workflows holds the workflows not completed or cancelled.
+	// Workflows holds the workflows not completed or cancelled. Insert
+	// and delete through addWorkflow and leave, which keep byName in step.
 	Workflows map[string]*Workflow
+	// byName indexes Workflows by workflow name, so that registering a
+	// definition finds the instances of its name without a pass over
+	// every workflow. Derived from Workflows, never stored.
+	byName map[string]map[string]*Workflow
 	// Idempotency maps the idempotency keys of the workflows in Workflows
 	// to their ids (WF-14); keys of finished ones live in the terminal index.
 	Idempotency map[string]string
@@ -139,6 +144,7 @@ func New() *State {
 		Unique:       make(map[string]string),
 		PausedQueues: make(map[string]bool),
 		Workflows:    make(map[string]*Workflow),
+		byName:       make(map[string]map[string]*Workflow),
 		Idempotency:  make(map[string]string),
 	}
 }

@@ -122,6 +122,29 @@ type Expiry struct {
 	State      []byte // public state as of the expiry
 }
 
+// addWorkflow puts w in Workflows and in its name's index.
+func (s *State) addWorkflow(w *Workflow) {
+	s.Workflows[w.ID] = w
+	m := s.byName[w.Name]
+	if m == nil {
+		m = make(map[string]*Workflow)
+		s.byName[w.Name] = m
+	}
+	m[w.ID] = w
+}
+
+// WorkflowIDsNamed returns the ids of the workflows in s named name,
+// sorted.
+func (s *State) WorkflowIDsNamed(name string) []string {
+	m := s.byName[name]
+	ids := make([]string, 0, len(m))
+	for id := range m {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
 // WorkflowIDs returns the ids of the workflows in s, sorted.
 func (s *State) WorkflowIDs() []string {
 	ids := make([]string, 0, len(s.Workflows))
@@ -160,6 +183,12 @@ func (s *State) archiveBuried(id string) {
 
 func (s *State) leave(w *Workflow) {
 	delete(s.Workflows, w.ID)
+	if m := s.byName[w.Name]; m != nil {
+		delete(m, w.ID)
+		if len(m) == 0 {
+			delete(s.byName, w.Name)
+		}
+	}
 	if w.IdempotencyKey != "" && s.Idempotency[w.IdempotencyKey] == w.ID {
 		delete(s.Idempotency, w.IdempotencyKey)
 	}
@@ -190,7 +219,7 @@ func applyWorkflow(s *State, r record.Record) (bool, error) {
 			DeadlineAt: b.DeadlineAt, OnDeadline: b.OnDeadline, IdempotencyKey: b.IdempotencyKey,
 			ParentID: b.ParentID, ParentStep: b.ParentStep,
 		}
-		s.Workflows[w.ID] = w
+		s.addWorkflow(w)
 		if w.IdempotencyKey != "" {
 			s.Idempotency[w.IdempotencyKey] = w.ID
 		}

@@ -1209,7 +1209,7 @@ func (m *Machine) DeadlineHandlerDone(run DeadlineRun, outcome, msg string) Deci
 // definition's stay parked: nothing is decided for them.
 func (m *Machine) WorkflowRegistered(now time.Time, name string) Decision {
 	var d Decision
-	for _, id := range m.st.WorkflowIDs() {
+	for _, id := range m.st.WorkflowIDsNamed(name) {
 		if w := m.st.Workflows[id]; w != nil && w.Name == name {
 			d.cut() // each workflow is its own unit
 			m.enter(&d, now, w)
