@@ -647,3 +647,36 @@ func TestRL11_StoredSignalsAreBounded(t *testing.T) {
 	}
 	b.checkReplay()
 }
+
+// RL-11, WF-19: only the signal a wait still needs passes the bound. A
+// workflow waiting for "a" and "b" stores the first "a"; every further
+// "a" is surplus and counts like any other signal, so they stop at
+// StoredSignalsMax, while the "b" the wait needs is still accepted and
+// settles it.
+func TestRL11_SurplusSignalsOfAWaitedNameAreBounded(t *testing.T) {
+	b := setup(t, nil)
+	wfRegister(t, b.eng, api.NewWorkflow("w").WaitForSignal("a", "b").WaitForSignal("c"))
+	b.start()
+	id := wfDispatch(b, "w", api.State{})
+	b.idle()
+	for i := range api.StoredSignalsMax {
+		if err := b.eng.Signal(b.ctx, id, "a", nil); err != nil {
+			t.Fatalf("signal a %d: %v", i+1, err)
+		}
+	}
+	seq := b.lastSeq()
+	if err := b.eng.Signal(b.ctx, id, "a", nil); !errors.Is(err, api.ErrSignalLimit) {
+		t.Fatalf("surplus a past StoredSignalsMax: %v, want ErrSignalLimit", err)
+	}
+	if b.lastSeq() != seq {
+		t.Fatal("a refused signal appended records")
+	}
+	if err := b.eng.Signal(b.ctx, id, "b", nil); err != nil {
+		t.Fatalf("the b the wait needs: %v", err)
+	}
+	b.idle()
+	if info := wfWant(b, id, api.WorkflowWaitingSignal); info.Step != 1 {
+		t.Fatalf("at step %d, want 1 (waiting for c)", info.Step)
+	}
+	b.checkReplay()
+}

@@ -1035,10 +1035,13 @@ const (
 var ErrSignalLimit = errors.New("scheduler: too many signals stored by the workflow")
 
 // signalRoom reports whether w may store one more signal. A signal that w
-// waits for by name right now is always accepted: it may be consumed in
-// its own append, and refusing it could leave w waiting for good.
+// waits for by name right now, with none of that name stored, is always
+// accepted: its wait needs it (it may be consumed in its own append), and
+// refusing it could leave w waiting for good. One more of a name already
+// stored is surplus, and counts against the bound like any other.
 func (m *Machine) signalRoom(w *replay.Workflow, name string, payload []byte) error {
-	if w.Status == replay.WorkflowWaitingSignal && w.Wait != nil && slices.Contains(w.Wait.Signals, name) {
+	if w.Status == replay.WorkflowWaitingSignal && w.Wait != nil && slices.Contains(w.Wait.Signals, name) &&
+		!slices.ContainsFunc(w.Signals, func(sg replay.Signal) bool { return sg.Name == name }) {
 		return nil
 	}
 	if len(w.Signals) >= StoredSignalsMax {
