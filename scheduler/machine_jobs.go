@@ -198,10 +198,14 @@ func (m *Machine) stepSucceeded(d *Decision, now time.Time, w *replay.Workflow) 
 	if def == nil || int(w.Step) >= len(def.Steps) {
 		return
 	}
-	for i := range def.Steps[w.Step].Handlers {
-		if !branchDone(w, int32(i)) {
-			return
-		}
+	// One pass over the outputs, not one per branch: a wide step's
+	// successes each cost O(branches), not O(branches²).
+	n := len(def.Steps[w.Step].Handlers)
+	if len(w.Branches) < n {
+		return
+	}
+	if _, left := doneBranches(w, n); left > 0 {
+		return
 	}
 	m.completeBranches(d, now, w)
 }

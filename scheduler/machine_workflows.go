@@ -171,8 +171,9 @@ func (m *Machine) enter(d *Decision, now time.Time, w *replay.Workflow) {
 		if step.Inherit.MaxAttempts && inh.MaxAttempts != nil {
 			retry.MaxAttempts = *inh.MaxAttempts
 		}
+		done, _ := doneBranches(w, len(step.Handlers))
 		for i, h := range step.Handlers {
-			if branchDone(w, int32(i)) {
+			if done[i] {
 				continue // WF-18: only branches without attempt_succeeded
 			}
 			m.enqueue(d, now, EnqueueRequest{
@@ -249,22 +250,59 @@ func (m *Machine) inherited(w *replay.Workflow) JobDefaults {
 	return out
 }
 
-func branchDone(w *replay.Workflow, b int32) bool {
+// doneBranches reports which of the n branches of w's step have an
+// output (attempt_succeeded), and how many have none, in one pass over
+// the outputs.
+func doneBranches(w *replay.Workflow, n int) (done []bool, left int) {
+	done, left = make([]bool, n), n
 	for _, o := range w.Branches {
-		if o.Branch == b {
-			return true
+		if o.Branch >= 0 && int(o.Branch) < n && !done[o.Branch] {
+			done[o.Branch] = true
+			left--
 		}
 	}
-	return false
+	return done, left
 }
 
 // mergeBranches merges the branch outputs in journal order, the later one
-// winning a collision (WF-4). A merge that fails (the merged map past
-// record.ValueBytesMax) is an error: no branch's output is left out.
+// winning a collision (WF-4). Each output is decoded once into one map,
+// encoded once: merging them one by one re-encoded the growing map per
+// branch, quadratic in a wide Parallel step. A merge that fails (the
+// merged map past record.ValueBytesMax) is an error naming the branch
+// that took it there: no branch's output is left out.
 func mergeBranches(w *replay.Workflow) ([]byte, error) {
 	if len(w.Branches) == 1 {
 		return w.Branches[0].Output, nil
 	}
+	merged, some := map[string]any{}, false
+	for _, b := range w.Branches {
+		if len(b.Output) == 0 {
+			continue
+		}
+		out, err := replay.DecodeState(b.Output)
+		if err != nil {
+			return mergeBranchesOneByOne(w)
+		}
+		some = true
+		for k, v := range out {
+			if replay.IsPublicKey(k) {
+				merged[k] = v
+			}
+		}
+	}
+	if !some {
+		return nil, nil
+	}
+	enc, err := replay.EncodeState(merged)
+	if err != nil {
+		return mergeBranchesOneByOne(w)
+	}
+	return enc, nil
+}
+
+// mergeBranchesOneByOne is mergeBranches one branch at a time: the same
+// result, and on failure the branch at which it failed.
+func mergeBranchesOneByOne(w *replay.Workflow) ([]byte, error) {
 	var out []byte
 	for i, b := range w.Branches {
 		merged, err := replay.MergeState(out, b.Output)
