@@ -652,8 +652,39 @@ func TestWD10_ManyOutstandingHandlersFinishInAnyOrder(t *testing.T) {
 	if s, f := countKind(recs, record.KindDeadlineHandlerStarted), countKind(recs, record.KindDeadlineHandlerFinished); s != n || f != n {
 		t.Fatalf("WD-10: %d handler starts and %d finishes for %d expiries", s, f, n)
 	}
-	if st := foldRecords(t, recs); len(st.Expiries) != 0 {
-		t.Fatalf("WD-10: %d obligations left after every handler finished", len(st.Expiries))
+	if st := foldRecords(t, recs); st.ExpiryCount() != 0 {
+		t.Fatalf("WD-10: %d obligations left after every handler finished", st.ExpiryCount())
+	}
+}
+
+// WD-10, RL-12: once every obligation has finished, the state has none,
+// as if it never had any, so snapshots taken after pass their round-trip
+// check. The fold used to keep an empty list where a decoded snapshot has
+// none, and every later snapshot was refused by that check.
+func TestWD10_SnapshotsAfterTheLastObligationFinished(t *testing.T) {
+	b := setup(t, func(o *api.Options) { o.SnapshotEvery = 100 })
+	if err := api.HandleDeadline(b.eng, "cleanup", func(context.Context, api.State) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := api.Handle(b.eng, "noop", func(context.Context, *api.Delivery, msg) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	wfRegister(t, b.eng, api.NewWorkflow("slow").Delay(time.Hour).MustCompleteWithin(time.Minute).OnDeadline("cleanup"))
+	b.start()
+	wfDispatch(b, "slow", api.State{})
+	b.advance(time.Minute)
+	if n := countKind(b.records(), record.KindDeadlineHandlerFinished); n != 1 {
+		t.Fatalf("%d handlers finished, want 1", n)
+	}
+	for i := range 150 { // 300 records: past SnapshotEvery twice
+		b.enqueue("noop", msg{N: i})
+	}
+	b.idle()
+	if err := b.eng.Close(b.ctx); err != nil { // waits for snapshot writes
+		t.Fatal(err)
+	}
+	if ss := b.eng.SnapshotStats(); ss.Written == 0 || ss.Failed != 0 {
+		t.Fatalf("snapshot stats %+v: want snapshots written and none failed", ss)
 	}
 }
 

@@ -532,7 +532,7 @@ func (v *showView) workflow() error {
 			stuck = append(stuck, fmt.Sprintf("deadline_at passed %s ago: a paused workflow does not expire; after Resume the next deadline check fails it (WD-11)", late))
 		}
 	}
-	for _, e := range v.st.Expiries {
+	for _, e := range v.st.Expiries() {
 		if e.WorkflowID == w.ID {
 			stuck = append(stuck, fmt.Sprintf("on-deadline handler %s of the expiry at seq %d has not finished: the next start runs it again (WD-10)", e.Handler, e.Seq))
 		}

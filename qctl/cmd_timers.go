@@ -70,7 +70,7 @@ func (c *deadlinesCmd) Run(x *runCtx) error {
 	}
 	now := x.nowFor(j.LastAt())
 	ds := deadlinesOf(f.st)
-	hs := f.st.Expiries
+	hs := f.st.Expiries()
 	out := x.env.Stdout
 	if x.json {
 		for _, d := range ds {

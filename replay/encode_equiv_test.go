@@ -122,7 +122,7 @@ func BenchmarkDecode(b *testing.B) {
 func encodeReflect(s *State) []byte {
 	snap := snapshot{
 		Version: snapshotVersion, LastSeq: s.LastSeq,
-		Completed: s.Completed, Runs: s.Runs, Expiries: s.Expiries,
+		Completed: s.Completed, Runs: s.Runs, Expiries: s.Expiries(),
 		WorkflowsCompleted: s.WorkflowsCompleted, WorkflowsCancelled: s.WorkflowsCancelled,
 	}
 	for _, id := range s.WorkflowIDs() {

@@ -75,7 +75,7 @@ type snapshotOut struct {
 func Encode(s *State) ([]byte, error) {
 	snap := snapshotOut{
 		Version: snapshotVersion, LastSeq: s.LastSeq,
-		Completed: s.Completed, Runs: s.Runs, Expiries: s.Expiries,
+		Completed: s.Completed, Runs: s.Runs, Expiries: s.Expiries(),
 		WorkflowsCompleted: s.WorkflowsCompleted, WorkflowsCancelled: s.WorkflowsCancelled,
 	}
 	for _, id := range s.WorkflowIDs() {
@@ -179,12 +179,14 @@ func Decode(b []byte) (*State, error) {
 			s.Idempotency[w.IdempotencyKey] = w.ID
 		}
 	}
-	for i := 1; i < len(snap.Expiries); i++ {
-		if snap.Expiries[i].Seq <= snap.Expiries[i-1].Seq {
-			return nil, fmt.Errorf("replay: snapshot: %w: expiries out of seq order at %d", record.ErrCorrupt, snap.Expiries[i].Seq)
+	for i := range snap.Expiries {
+		e := snap.Expiries[i]
+		if i > 0 && e.Seq <= snap.Expiries[i-1].Seq {
+			// Encode writes them in seq order: anything else is damage.
+			return nil, fmt.Errorf("replay: snapshot: %w: expiries out of seq order at %d", record.ErrCorrupt, e.Seq)
 		}
+		s.expiries[e.Seq] = &e
 	}
-	s.Expiries = snap.Expiries
 	s.WorkflowsCompleted, s.WorkflowsCancelled = snap.WorkflowsCompleted, snap.WorkflowsCancelled
 	return s, nil
 }

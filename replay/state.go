@@ -125,8 +125,10 @@ type State struct {
 	// Idempotency maps the idempotency keys of the workflows in Workflows
 	// to their ids (WF-14); keys of finished ones live in the terminal index.
 	Idempotency map[string]string
-	// Expiries are the on-deadline handler obligations, in seq order (WD-10).
-	Expiries []Expiry
+	// expiries are the on-deadline handler obligations (WD-10), by the
+	// seq of their workflow_deadline_exceeded: any of thousands finishes
+	// in O(1). [State.Expiries] lists them in seq order.
+	expiries map[uint64]*Expiry
 	// Runs holds the newest RunsKeptMax runs, oldest first.
 	Runs []Run
 	// Counters over the whole history.
@@ -145,6 +147,7 @@ func New() *State {
 		PausedQueues: make(map[string]bool),
 		Workflows:    make(map[string]*Workflow),
 		byName:       make(map[string]map[string]*Workflow),
+		expiries:     make(map[uint64]*Expiry),
 		Idempotency:  make(map[string]string),
 	}
 }

@@ -365,24 +365,17 @@ func applyWorkflow(s *State, r record.Record) (bool, error) {
 			if err != nil {
 				return true, impossible("workflow %s state: %v", w.ID, err)
 			}
-			s.Expiries = append(s.Expiries, Expiry{Seq: r.Seq, WorkflowID: w.ID, Name: w.Name, Handler: b.Handler, State: pub})
+			s.expiries[r.Seq] = &Expiry{Seq: r.Seq, WorkflowID: w.ID, Name: w.Name, Handler: b.Handler, State: pub}
 		}
 	case *record.DeadlineHandlerStarted:
-		if s.expiry(b.Expiry) < 0 {
+		if s.expiries[b.Expiry] == nil {
 			return true, impossible("deadline handler started for unknown expiry %d", b.Expiry)
 		}
 	case *record.DeadlineHandlerFinished:
-		i := s.expiry(b.Expiry)
-		if i < 0 {
+		if s.expiries[b.Expiry] == nil {
 			return true, impossible("deadline handler finished for unknown expiry %d", b.Expiry)
 		}
-		if i == 0 {
-			// Handlers mostly finish in the order they started: the
-			// oldest leaves without moving the others.
-			s.Expiries = s.Expiries[1:]
-		} else {
-			s.Expiries = append(s.Expiries[:i:i], s.Expiries[i+1:]...)
-		}
+		delete(s.expiries, b.Expiry)
 	default:
 		return false, nil
 	}
@@ -401,16 +394,30 @@ func active(s *State, id string, step int32) (*Workflow, error) {
 	return w, nil
 }
 
-// expiry returns the index of the expiry recorded at seq, or -1. Expiries
-// are in seq order (appended as recorded, checked when a snapshot is
-// decoded).
-func (s *State) expiry(seq uint64) int {
-	i := sort.Search(len(s.Expiries), func(i int) bool { return s.Expiries[i].Seq >= seq })
-	if i < len(s.Expiries) && s.Expiries[i].Seq == seq {
-		return i
+// Expiries returns the on-deadline handler obligations (WD-10), in seq
+// order.
+func (s *State) Expiries() []Expiry {
+	if len(s.expiries) == 0 {
+		return nil // as a snapshot has always encoded none
 	}
-	return -1
+	out := make([]Expiry, 0, len(s.expiries))
+	for _, e := range s.expiries {
+		out = append(out, *e)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
+	return out
 }
+
+// Expiry returns the obligation recorded at seq, if it is outstanding.
+func (s *State) Expiry(seq uint64) (Expiry, bool) {
+	if e := s.expiries[seq]; e != nil {
+		return *e, true
+	}
+	return Expiry{}, false
+}
+
+// ExpiryCount returns the number of outstanding obligations.
+func (s *State) ExpiryCount() int { return len(s.expiries) }
 
 // consume removes the signals with the given seqs.
 func consume(signals []Signal, seqs []uint64) ([]Signal, error) {

@@ -229,7 +229,10 @@ type Machine struct {
 	waitIDsRead int
 	// expiriesStarted is the seq of the newest expiry whose handler this
 	// process started (WD-10): every older one is running or done.
+	// expiriesNew queues, in seq order, the obligations to start: every
+	// outstanding one at Recover, then each new expiry's.
 	expiriesStarted uint64
+	expiriesNew     []uint64
 	// recent holds the summaries of workflows that left the state in
 	// decisions whose append may not be acknowledged yet, so lookups never
 	// miss them before the terminal index serves them (RL-1).

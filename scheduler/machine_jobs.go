@@ -372,6 +372,12 @@ func (m *Machine) Recover(now time.Time, runID, version string, notes ...record.
 		m.buryJob(&d, now, j, CodeInterruptedByCrash, "attempt interrupted by a crash and attempts are exhausted")
 	}
 	m.recovered = true
+	// Every outstanding obligation runs again in this process (WD-10); the
+	// queue replaces anything an expiry decided before Recover queued.
+	m.expiriesNew = m.expiriesNew[:0]
+	for _, e := range m.st.Expiries() {
+		m.expiriesNew = append(m.expiriesNew, e.Seq)
+	}
 	m.inflight = 0
 	return d, lost
 }

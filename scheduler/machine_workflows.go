@@ -440,6 +440,9 @@ func (m *Machine) expire(d *Decision, now time.Time, w *replay.Workflow, by stri
 	}
 	m.emit(d, w.ID, &record.WorkflowDeadlineExceeded{WorkflowID: w.ID, DeadlineAt: w.DeadlineAt,
 		DetectedAt: now.UnixNano(), DetectedBy: by, Handler: handler})
+	if handler != "" {
+		m.expiriesNew = append(m.expiriesNew, m.nextSeq-1) // its obligation (WD-10)
+	}
 	m.buryPending(d, now, w.ID, CodeDeadlineExceeded, MsgDeadlineExceeded, false)
 	pub, _ := replay.PublicState(w.State)
 	m.react(d, now, w, replay.WorkflowFailed, pub, MsgDeadlineExceeded)
@@ -1209,17 +1212,21 @@ func (m *Machine) StartDeadlineHandlers() Decision {
 	if !m.recovered {
 		return d
 	}
-	// Expiries are in seq order, and every one up to expiriesStarted is
-	// running or done in this process: only those after it are new. The
-	// loop calls this on every pass, with any number of handlers running.
-	es := m.st.Expiries
-	i := sort.Search(len(es), func(i int) bool { return es[i].Seq > m.expiriesStarted })
-	for _, e := range es[i:] {
-		m.expiriesStarted = e.Seq
+	// The loop calls this on every pass, with any number of handlers
+	// running: it looks only at the obligations queued since the last
+	// call (by Recover, then by each expiry), in seq order, and every one
+	// up to expiriesStarted is running or done in this process.
+	for _, seq := range m.expiriesNew {
+		e, ok := m.st.Expiry(seq)
+		if !ok || seq <= m.expiriesStarted {
+			continue
+		}
+		m.expiriesStarted = seq
 		d.cut()
 		m.emit(&d, e.WorkflowID, &record.DeadlineHandlerStarted{WorkflowID: e.WorkflowID, Handler: e.Handler, Expiry: e.Seq})
 		d.DeadlineRuns = append(d.DeadlineRuns, DeadlineRun{Expiry: e.Seq, WorkflowID: e.WorkflowID, Name: e.Name, Handler: e.Handler, State: e.State})
 	}
+	m.expiriesNew = m.expiriesNew[:0]
 	return d
 }
 

@@ -191,7 +191,12 @@ func derive(fs vfs.FS, dir string) ([]byte, int, error) {
 
 	fmt.Fprintf(&out, "\n== records: seq, at, kind, stream\n%s", recs.String())
 
-	sj, err := json.MarshalIndent(st, "", "  ")
+	// Expiries is kept behind a method; the dump shows it after the
+	// exported fields.
+	sj, err := json.MarshalIndent(struct {
+		*replay.State
+		Expiries []replay.Expiry
+	}{st, st.Expiries()}, "", "  ")
 	if err != nil {
 		return nil, 0, fmt.Errorf("state to JSON: %w", err)
 	}
