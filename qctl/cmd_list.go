@@ -49,11 +49,11 @@ func (c *jobsCmd) Run(x *runCtx) error {
 	}
 	defer j.Close()
 	f := newFolder()
-	var rows []jobRow
+	keep := newFirstN(c.Limit, func(r jobRow) uint64 { return r.EnqueueSeq })
 	if len(statuses) == 0 || slices.Contains(statuses, "completed") {
 		f.onJobEnd = func(job *replay.Job, r record.Record) {
 			if row := completedRow(job, r); want(row) {
-				rows = append(rows, row)
+				keep.add(row)
 			}
 		}
 	}
@@ -62,13 +62,10 @@ func (c *jobsCmd) Run(x *runCtx) error {
 	}
 	for _, job := range f.st.Jobs {
 		if row := rowOf(job); want(row) {
-			rows = append(rows, row)
+			keep.add(row)
 		}
 	}
-	sort.Slice(rows, func(i, k int) bool { return rows[i].EnqueueSeq < rows[k].EnqueueSeq })
-	if c.Limit > 0 && len(rows) > c.Limit {
-		rows = rows[:c.Limit]
-	}
+	rows := keep.sorted()
 	now := x.nowFor(j.LastAt())
 	w := x.env.Stdout
 	if x.json {
@@ -122,24 +119,21 @@ func (c *workflowsCmd) Run(x *runCtx) error {
 		return (len(statuses) == 0 || slices.Contains(statuses, w.Status.String())) && (c.Name == "" || w.Name == c.Name)
 	}
 	f := newFolder()
-	var ended []*wfView
+	keep := newFirstN(c.Limit, func(w *wfView) uint64 { return w.StartSeq })
 	f.onWorkflowEnd = func(w *replay.Workflow, r record.Record) {
 		if v := endedView(w, r); want(v) {
-			ended = append(ended, v)
+			keep.add(v)
 		}
 	}
 	if err := x.foldAll(j, f, "workflows", math.MaxUint64); err != nil {
 		return err
 	}
-	var rows []*wfView
-	for _, w := range allWorkflows(f.st, ended) {
-		if want(w) {
-			rows = append(rows, w)
+	for _, w := range f.st.Workflows {
+		if v := viewOf(w); want(v) {
+			keep.add(v)
 		}
 	}
-	if c.Limit > 0 && len(rows) > c.Limit {
-		rows = rows[:c.Limit]
-	}
+	rows := keep.sorted()
 	now := x.nowFor(j.LastAt())
 	out := x.env.Stdout
 	if x.json {

@@ -74,6 +74,8 @@ var goldenCases = []struct {
 	{"jobs_buried_pending", []string{"-d", fixtureDir, "jobs", "--status", "buried,pending", "--limit", "3"}, qctl.ExitOK},
 	{"jobs_queue", []string{"-d", fixtureDir, "jobs", "--queue", "images"}, qctl.ExitOK},
 	{"workflows", []string{"-d", fixtureDir, "workflows"}, qctl.ExitOK},
+	{"workflows_limit", []string{"-d", fixtureDir, "workflows", "--limit", "2"}, qctl.ExitOK},
+	{"jobs_limit", []string{"-d", fixtureDir, "jobs", "--limit", "4"}, qctl.ExitOK},
 	{"workflows_failed", []string{"-d", fixtureDir, "workflows", "--status", "failed", "--name", "nightly_sync"}, qctl.ExitOK},
 	{"show_retry", []string{"-d", fixtureDir, "show", jobRetry}, qctl.ExitOK},
 	{"show_buried", []string{"-d", fixtureDir, "show", jobBuried}, qctl.ExitOK},
