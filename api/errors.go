@@ -49,8 +49,9 @@ var (
 	// ErrSignalLimit refuses a signal the workflow would have to store
 	// past [StoredSignalsMax] unconsumed signals, or past four times
 	// Options.PayloadBytesMax of their payloads: stored signals are part
-	// of its state, in memory and in every snapshot (RL-11). A signal the
-	// workflow is waiting for by name is always accepted.
+	// of its state, in memory and in every snapshot (RL-11). A signal its
+	// wait needs (a name it waits for, none of that name stored) is always
+	// accepted.
 	ErrSignalLimit = scheduler.ErrSignalLimit
 )
 

@@ -196,7 +196,8 @@ func (e *Engine) encodeUserState(what string, s State) ([]byte, error) {
 // payload is an empty one. An unknown, completed or cancelled workflow is
 // refused. A workflow holding [StoredSignalsMax] unconsumed signals, or
 // four times Options.PayloadBytesMax of their payloads, refuses more with
-// [ErrSignalLimit], except those its current wait step is waiting for.
+// [ErrSignalLimit], except one its current wait step needs: a name it
+// waits for, with none of that name stored.
 // An ended ctx returns its error and appends nothing (see [Engine]).
 func (e *Engine) Signal(ctx context.Context, id, name string, payload State) error {
 	if err := e.admit(); err != nil {
