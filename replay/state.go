@@ -166,24 +166,34 @@ func (s *State) JobIDs() []string {
 // addJob puts j in Jobs and, if it is a step job, in its workflow's index.
 func (s *State) addJob(j *Job) {
 	s.Jobs[j.ID] = j
-	if j.WorkflowID == "" {
-		return
+	if j.WorkflowID != "" {
+		indexPut(s.byWorkflow, j.WorkflowID, j.ID, j)
 	}
-	m := s.byWorkflow[j.WorkflowID]
-	if m == nil {
-		m = make(map[string]*Job)
-		s.byWorkflow[j.WorkflowID] = m
-	}
-	m[j.ID] = j
 }
 
 // dropJob removes j from Jobs and from its workflow's index.
 func (s *State) dropJob(j *Job) {
 	delete(s.Jobs, j.ID)
-	if m := s.byWorkflow[j.WorkflowID]; m != nil {
-		delete(m, j.ID)
+	indexDel(s.byWorkflow, j.WorkflowID, j.ID)
+}
+
+// indexPut files v under group and id in a two-level index.
+func indexPut[T any](idx map[string]map[string]T, group, id string, v T) {
+	m := idx[group]
+	if m == nil {
+		m = make(map[string]T)
+		idx[group] = m
+	}
+	m[id] = v
+}
+
+// indexDel removes id from group in a two-level index, and the group once
+// it is empty.
+func indexDel[T any](idx map[string]map[string]T, group, id string) {
+	if m := idx[group]; m != nil {
+		delete(m, id)
 		if len(m) == 0 {
-			delete(s.byWorkflow, j.WorkflowID)
+			delete(idx, group)
 		}
 	}
 }

@@ -125,12 +125,7 @@ type Expiry struct {
 // addWorkflow puts w in Workflows and in its name's index.
 func (s *State) addWorkflow(w *Workflow) {
 	s.Workflows[w.ID] = w
-	m := s.byName[w.Name]
-	if m == nil {
-		m = make(map[string]*Workflow)
-		s.byName[w.Name] = m
-	}
-	m[w.ID] = w
+	indexPut(s.byName, w.Name, w.ID, w)
 }
 
 // WorkflowIDsNamed returns the ids of the workflows in s named name,
@@ -183,12 +178,7 @@ func (s *State) archiveBuried(id string) {
 
 func (s *State) leave(w *Workflow) {
 	delete(s.Workflows, w.ID)
-	if m := s.byName[w.Name]; m != nil {
-		delete(m, w.ID)
-		if len(m) == 0 {
-			delete(s.byName, w.Name)
-		}
-	}
+	indexDel(s.byName, w.Name, w.ID)
 	if w.IdempotencyKey != "" && s.Idempotency[w.IdempotencyKey] == w.ID {
 		delete(s.Idempotency, w.IdempotencyKey)
 	}

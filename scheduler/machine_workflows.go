@@ -661,6 +661,18 @@ func (m *Machine) tally(x *replay.Workflow) (t *waitTally, fresh bool) {
 	return t, true
 }
 
+// waitNeed is the number of a wait's n dependencies that must complete
+// for it to succeed: all of them, one (Any), or its quorum.
+func waitNeed(step *StepDef, n int) int {
+	switch step.Mode {
+	case ModeAny:
+		return 1
+	case ModeQuorum:
+		return step.Quorum
+	}
+	return n
+}
+
 // undecided reports that a dependency finishing with status cannot have
 // settled a wait for n ids, from the tally alone. Deciding the wait in
 // full costs a terminal-index read for every dependency that left the
@@ -678,13 +690,7 @@ func (m *Machine) tally(x *replay.Workflow) (t *waitTally, fresh bool) {
 // registered, is decided in full later (settleDeferred,
 // WorkflowRegistered).
 func (t *waitTally) undecided(step *StepDef, n int, status replay.WorkflowStatus) bool {
-	need := n
-	switch step.Mode {
-	case ModeAny:
-		need = 1
-	case ModeQuorum:
-		need = step.Quorum
-	}
+	need := waitNeed(step, n)
 	switch {
 	case step.Mode == ModeAll && status != replay.WorkflowCompleted:
 		return false
@@ -896,13 +902,7 @@ func (m *Machine) settleWorkflowsWait(d *Decision, now time.Time, w *replay.Work
 		}
 	}
 	n := len(ids)
-	need := n
-	switch step.Mode {
-	case ModeAny:
-		need = 1
-	case ModeQuorum:
-		need = step.Quorum
-	}
+	need := waitNeed(step, n)
 	var ok, impossible bool
 	switch step.Mode {
 	case ModeAny, ModeQuorum:
