@@ -19,6 +19,20 @@ import (
 // binary TestMisuseReported re-executes.
 const misuseChildEnv = "QUIRE_SIM_MISUSE_CHILD"
 
+// assertInHandler is a scenario whose handler "a" runs assert on the
+// seed's test with its payload, during the first of two advances.
+func assertInHandler(assert func(t testing.TB, n int)) func(w *sim.World) {
+	return func(w *sim.World) {
+		handleA(w, func(ctx context.Context, d *api.Delivery, in msg) error {
+			assert(w.T(), in.N)
+			return nil
+		})
+		w.Enqueue("a", msg{N: 1})
+		w.Advance(time.Second)
+		w.Advance(time.Minute)
+	}
+}
+
 // handleA registers handler "a", which runs body.
 func handleA(w *sim.World, body func(ctx context.Context, d *api.Delivery, in msg) error) {
 	w.Register(func(e *api.Engine) error {
@@ -47,25 +61,9 @@ var misuseScenarios = map[string]func(w *sim.World){
 		w.Advance(time.Second)
 	},
 	// A handler asserts through w.T() (Errorf is safe from any goroutine).
-	"errorf-from-handler": func(w *sim.World) {
-		handleA(w, func(ctx context.Context, d *api.Delivery, in msg) error {
-			w.T().Errorf("bad payload %d", in.N)
-			return nil
-		})
-		w.Enqueue("a", msg{N: 1})
-		w.Advance(time.Second)
-		w.Advance(time.Minute)
-	},
+	"errorf-from-handler": assertInHandler(func(t testing.TB, n int) { t.Errorf("bad payload %d", n) }),
 	// A handler calls w.T().Fatalf: it ends the handler's goroutine only.
-	"fatalf-from-handler": func(w *sim.World) {
-		handleA(w, func(ctx context.Context, d *api.Delivery, in msg) error {
-			w.T().Fatalf("bad payload %d", in.N)
-			return nil
-		})
-		w.Enqueue("a", msg{N: 1})
-		w.Advance(time.Second)
-		w.Advance(time.Minute)
-	},
+	"fatalf-from-handler": assertInHandler(func(t testing.TB, n int) { t.Fatalf("bad payload %d", n) }),
 	// The scenario goes on after Finish.
 	"step-after-finish": func(w *sim.World) {
 		handleA(w, func(ctx context.Context, d *api.Delivery, in msg) error { return nil })
