@@ -415,6 +415,7 @@ func (m *Machine) fail(d *Decision, now time.Time, w *replay.Workflow, msg strin
 	// is bounded so that the record, and a later summary with the state,
 	// always fit (RL-11).
 	msg = clip(msg, FailureMessageBytesMax)
+	delete(m.tallies, w.ID) // no wait of w's survives its failure
 	m.emit(d, w.ID, &record.WorkflowFailed{WorkflowID: w.ID, Step: w.Step, Error: msg, At: now.UnixNano()})
 	m.buryPending(d, now, w.ID, CodeWorkflowFailed, msg, false)
 	pub, _ := replay.PublicState(w.State)
@@ -425,6 +426,7 @@ func (m *Machine) fail(d *Decision, now time.Time, w *replay.Workflow, msg strin
 // workflow_deadline_exceeded, then job_buried for every pending job, then
 // the reactions of dependants and parent.
 func (m *Machine) expire(d *Decision, now time.Time, w *replay.Workflow, by string) {
+	delete(m.tallies, w.ID)
 	m.emit(d, w.ID, &record.WorkflowFailed{WorkflowID: w.ID, Step: w.Step, Error: MsgDeadlineExceeded, At: now.UnixNano()})
 	// The expiry itself needs no definition (WD-5 reads the status and
 	// deadline_at, both recorded), so a parked workflow expires too. Its
@@ -1161,6 +1163,7 @@ func (m *Machine) Cancel(now time.Time, id string) (Decision, error) {
 	// going to the terminal index, so that cancelled workflows leave
 	// nothing behind in memory and snapshots (RL-11).
 	buried := m.buriedSummaries(w.ID)
+	delete(m.tallies, w.ID)
 	m.emit(&d, w.ID, &record.WorkflowCancelled{WorkflowID: w.ID, ArchiveBuried: len(buried) > 0})
 	sum.Seq = m.nextSeq - 1
 	m.indexWorkflow(&d, sum)

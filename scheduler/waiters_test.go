@@ -317,3 +317,46 @@ func TestWF7_WaitTallyCountsRepeatedIDs(t *testing.T) {
 	}
 	b.replayed()
 }
+
+// RL-11, WF-7: a waiter's tally leaves with its wait when the waiter is
+// cancelled, fails or expires, not at the next sweep of the waiter lists,
+// which may never come once the engine is idle.
+func TestRL11_WaitTallyLeavesWithItsWaiter(t *testing.T) {
+	t.Parallel()
+	defs := map[string]*WorkflowDef{
+		"waiter": {Name: "waiter", Hash: "hw", Steps: []StepDef{{Kind: StepWorkflows, Name: "0", Mode: ModeAll, FromKey: "deps"}}},
+		"dep":    {Name: "dep", Hash: "hd", Steps: []StepDef{{Kind: StepSignal, Name: "0", Signals: []string{"go"}, Mode: ModeAll}}},
+	}
+	b := setup(t, nil, func(cfg *Config) { cfg.WorkflowFunc = func(name string) *WorkflowDef { return defs[name] } })
+	b.recover(t0)
+	start := func(name string, state []byte) string {
+		d, id, err := b.m.StartWorkflow(t0, DispatchRequest{Name: name, State: state})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.take(d)
+		return id
+	}
+	a, c := start("dep", nil), start("dep", nil)
+	state, err := replay.EncodeState(map[string]any{"deps": []any{a, c}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiter := start("waiter", state)
+	d, err := b.m.Signal(t0, a, "go", nil) // a completes: the waiter's tally is made
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.take(d)
+	if b.m.tallies[waiter] == nil {
+		t.Fatal("no tally after a dependency finished")
+	}
+	if d, err = b.m.Cancel(t0, waiter); err != nil {
+		t.Fatal(err)
+	}
+	b.take(d)
+	if n := len(b.m.tallies); n != 0 {
+		t.Fatalf("%d tallies left after the only waiter was cancelled", n)
+	}
+	b.replayed()
+}
