@@ -688,6 +688,80 @@ func TestWD10_SnapshotsAfterTheLastObligationFinished(t *testing.T) {
 	}
 }
 
+// WD-10, SD-10: an on-deadline handler's context is bounded by the
+// shutdown's G as well as by DeliveryTimeout. A handler that waits on it
+// is cancelled at G with ReasonShutdownDeadline, so the shutdown ends
+// there rather than spend the rest of its budget waiting; the handler did
+// not finish, so no deadline_handler_finished is appended (a debug record
+// says why) and the obligation runs again after the next start.
+func TestWD10_HandlerCancelledAtShutdownGRunsAgainAfterRestart(t *testing.T) {
+	b := setup(t, func(o *api.Options) { o.ShutdownTimeout = 30 * time.Second })
+	type call struct {
+		deadline time.Time
+		reason   api.Reason
+	}
+	calls, started := make(chan call, 2), make(chan struct{}, 1)
+	wait := true
+	register := func(e *api.Engine) {
+		if err := api.HandleDeadline(e, "cleanup", func(ctx context.Context, st api.State) error {
+			if !wait {
+				calls <- call{}
+				return nil
+			}
+			started <- struct{}{}
+			<-ctx.Done()
+			dl, _ := ctx.Deadline() // lowered to G when the shutdown began
+			var cr *api.CancelReason
+			errors.As(context.Cause(ctx), &cr)
+			calls <- call{dl, cr.Reason}
+			return ctx.Err()
+		}); err != nil {
+			t.Fatal(err)
+		}
+		wfRegister(t, e, api.NewWorkflow("slow").Delay(time.Hour).MustCompleteWithin(time.Minute).OnDeadline("cleanup"))
+	}
+	register(b.eng)
+	b.start()
+	id := wfDispatch(b, "slow", api.State{})
+	b.clk.Advance(time.Minute) // the expiry
+	<-started                  // its handler now waits on its context
+	start := b.clk.Now()
+	res := make(chan error, 1)
+	go func() { res <- b.eng.Shutdown(b.ctx) }()
+	awaitInitiated(b.eng)
+	b.clk.Advance(28 * time.Second) // G = 30 − min(30/4, 2) = 28 s
+	c := <-calls
+	if c.reason != api.ReasonShutdownDeadline || !c.deadline.Equal(start.Add(28*time.Second)) {
+		t.Fatalf("handler ended with %v, deadline %v; want %v at G %v", c.reason, c.deadline, api.ReasonShutdownDeadline, start.Add(28*time.Second))
+	}
+	<-res // not a success: G was reached with the handler still running
+	if rep := b.eng.ShutdownReport(); rep == nil || rep.Elapsed >= 30*time.Second {
+		t.Fatalf("report %+v: want the shutdown over at G, not at the end of its budget", rep)
+	}
+	wait = false
+	b.open()
+	register(b.eng)
+	recs := b.records()
+	if n := countKind(recs, record.KindDeadlineHandlerFinished); n != 0 {
+		t.Fatalf("%d deadline_handler_finished for a handler the shutdown cut off", n)
+	}
+	noted := false
+	for _, d := range wfBodies[*record.Debug](recs) {
+		noted = noted || (d.Subject == id && d.Code == "DEADLINE_HANDLER_INTERRUPTED")
+	}
+	if !noted {
+		t.Fatal("no debug record of the interrupted handler")
+	}
+	b.start()
+	<-calls
+	b.idle()
+	recs = b.records()
+	finished := wfBodies[*record.DeadlineHandlerFinished](recs)
+	if len(finished) != 1 || finished[0].Outcome != "ok" {
+		t.Fatalf("after the restart: finished %+v, want one ok", finished)
+	}
+}
+
 func TestWD10_HandlerUnfinishedAtCrashRunsAgainAfterReopen(t *testing.T) {
 	b := setup(t, nil)
 	calls := make(chan api.State, 4)

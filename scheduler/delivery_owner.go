@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
-	"sort"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -194,6 +194,7 @@ func (r *Runner) InstallRoot(ctx context.Context, root deadlines.Root) error {
 				r.recompute(a, now)
 			}
 		}
+		r.boundHandlers(now)
 		if r.root.Installed() {
 			for seq, w := range r.settling {
 				if hr := r.root.Hr(); hr.Before(w.deadline) {
@@ -226,6 +227,9 @@ func (r *Runner) Force(ctx context.Context, reason deadlines.Reason) error {
 	return r.call(ctx, func(now time.Time) {
 		r.runtime.record(reason, now)
 		rr, at, _ := r.runtime.Reason()
+		for _, exp := range sortedKeys(r.handlers) {
+			r.handlers[exp].cancel(&CancelReason{Reason: rr, At: at}) // WD-10: force ends them too
+		}
 		for _, tok := range r.tokens() {
 			a, ok := r.attempts[tok]
 			if !ok {
@@ -265,12 +269,15 @@ func (r *Runner) noteReasonless(a *attempt) {
 
 // tokens returns the running attempts' tokens in order, so that what the
 // loop does to several attempts at one instant is reproducible.
-func (r *Runner) tokens() []uint64 {
-	out := make([]uint64, 0, len(r.attempts))
-	for tok := range r.attempts {
-		out = append(out, tok)
+func (r *Runner) tokens() []uint64 { return sortedKeys(r.attempts) }
+
+// sortedKeys returns m's keys in increasing order.
+func sortedKeys[V any](m map[uint64]V) []uint64 {
+	out := make([]uint64, 0, len(m))
+	for k := range m {
+		out = append(out, k)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	slices.Sort(out)
 	return out
 }
 

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -110,6 +111,30 @@ type handlerDone struct {
 	run     DeadlineRun
 	outcome string
 	msg     string
+	// interrupted: the handler failed after a shutdown cancelled its
+	// context (G reached, or force). Its obligation stays outstanding and
+	// runs again after the next start (WD-10).
+	interrupted bool
+}
+
+// handlerRun is a running on-deadline handler: its context, bounded by
+// DeliveryTimeout and, once a shutdown's root is installed, by G (WD-10).
+type handlerRun struct {
+	ctx      *attemptContext
+	cancel   context.CancelCauseFunc
+	deadline time.Time
+	reason   deadlines.Reason // recorded when deadline is reached
+}
+
+// lowerTo brings h's deadline down to at, for reason, if that is earlier,
+// and returns whether it did.
+func (h *handlerRun) lowerTo(at time.Time, reason deadlines.Reason) bool {
+	if !at.Before(h.deadline) {
+		return false
+	}
+	h.deadline, h.reason = at, reason
+	h.ctx.lower(at)
+	return true
 }
 
 type batch struct {
@@ -226,8 +251,8 @@ type Runner struct {
 	snapMu    sync.Mutex
 	snapDone  []snapResult
 	snapNote  chan struct{}
-	handlers  map[uint64]context.CancelFunc // running on-deadline handlers by expiry
-	checkAt   time.Time                     // next deadline check, zero when off
+	handlers  map[uint64]*handlerRun // running on-deadline handlers by expiry
+	checkAt   time.Time              // next deadline check, zero when off
 	drainWait []chan struct{}
 	idleWait  []chan struct{}
 	quarWait  []chan struct{}
@@ -260,7 +285,7 @@ func NewRunner(cfg RunnerConfig, m *Machine) *Runner {
 		settling:   make(map[uint64]settleWait),
 		root:       cfg.Root,
 		runtime:    newSignal(nil),
-		handlers:   make(map[uint64]context.CancelFunc),
+		handlers:   make(map[uint64]*handlerRun),
 		lastSnap:   cfg.SnapshotSeq,
 		snapStored: cfg.SnapshotSeq,
 		snapNote:   make(chan struct{}, 1),
@@ -459,6 +484,13 @@ func (r *Runner) loop() {
 			r.onOwner(ev)
 		case h := <-r.hdone:
 			delete(r.handlers, h.run.Expiry)
+			if h.interrupted {
+				// No deadline_handler_finished: the obligation runs
+				// again after the next start (WD-10).
+				r.enqueue(r.m.Note(&record.Debug{Subject: h.run.WorkflowID, Code: CodeDeadlineHandlerInterrupted,
+					Message: clip(fmt.Sprintf("expiry %d: %s", h.run.Expiry, h.msg), FailureMessageBytesMax)}), nil)
+				continue
+			}
 			r.enqueue(r.m.DeadlineHandlerDone(h.run, h.outcome, h.msg), nil)
 		case a := <-r.acks:
 			// A settlement's cap due now comes first: a commit observed
@@ -875,12 +907,18 @@ func (r *Runner) recycle(b *batch) {
 // launchHandler runs an on-deadline handler whose start is acknowledged,
 // on its own goroutine (WD-10).
 func (r *Runner) launchHandler(run DeadlineRun) {
-	deadline := r.cfg.Clock.Now().Add(r.cfg.HandlerTimeout)
+	now := r.cfg.Clock.Now()
+	deadline := now.Add(r.cfg.HandlerTimeout)
 	ctx, cancel := newAttemptContext(context.Background(), deadline)
-	r.handlers[run.Expiry] = func() {
-		cancel(&CancelReason{Reason: deadlines.ReasonDeliveryTimeout, At: deadline})
+	h := &handlerRun{ctx: ctx, cancel: cancel, deadline: deadline, reason: deadlines.ReasonDeliveryTimeout}
+	r.handlers[run.Expiry] = h
+	if r.root.Installed() {
+		h.lowerTo(r.root.G(), deadlines.ReasonShutdownDeadline)
 	}
-	heapPush(&r.events, event{at: deadline.UnixNano(), token: run.Expiry, kind: evHandler})
+	if reason, at, ok := r.runtime.Reason(); ok {
+		cancel(&CancelReason{Reason: reason, At: at}) // started under force
+	}
+	heapPush(&r.events, event{at: h.deadline.UnixNano(), token: run.Expiry, kind: evHandler})
 	r.execWG.Add(1)
 	go func() {
 		defer r.execWG.Done()
@@ -888,12 +926,39 @@ func (r *Runner) launchHandler(run DeadlineRun) {
 		if r.cfg.DeadlineFunc != nil {
 			outcome, msg = r.cfg.DeadlineFunc(ctx, run)
 		}
+		interrupted := false
+		if cr, ok := context.Cause(ctx).(*CancelReason); ok && outcome != HandlerOK && outcome != HandlerNotRegistered {
+			interrupted = cr.Reason != deadlines.ReasonDeliveryTimeout
+		}
 		cancel(nil)
 		select {
-		case r.hdone <- handlerDone{run: run, outcome: outcome, msg: msg}:
+		case r.hdone <- handlerDone{run: run, outcome: outcome, msg: msg, interrupted: interrupted}:
 		case <-r.loopDone:
 		}
 	}()
+}
+
+// CodeDeadlineHandlerInterrupted is the code of the debug record appended
+// when an on-deadline handler fails after a shutdown cancelled its
+// context: no deadline_handler_finished is appended, and the obligation
+// runs again after the next start (WD-10).
+const CodeDeadlineHandlerInterrupted = "DEADLINE_HANDLER_INTERRUPTED"
+
+// boundHandlers lowers every running on-deadline handler's deadline to the
+// root's G (WD-10), and cancels at once those whose G has passed.
+func (r *Runner) boundHandlers(now time.Time) {
+	if !r.root.Installed() {
+		return
+	}
+	for _, exp := range sortedKeys(r.handlers) {
+		h := r.handlers[exp]
+		if h.lowerTo(r.root.G(), deadlines.ReasonShutdownDeadline) {
+			heapPush(&r.events, event{at: h.deadline.UnixNano(), token: exp, kind: evHandler})
+		}
+		if !now.Before(h.deadline) {
+			h.cancel(&CancelReason{Reason: h.reason, At: h.deadline})
+		}
+	}
 }
 
 // EnableDeadlineChecks starts the periodic workflow deadline check of the
@@ -923,8 +988,8 @@ func (r *Runner) fire() {
 		e := heapPop(&r.events)
 		switch e.kind {
 		case evHandler: // an on-deadline handler's deadline
-			if cancel, ok := r.handlers[e.token]; ok {
-				cancel()
+			if h, ok := r.handlers[e.token]; ok && !now.Before(h.deadline) {
+				h.cancel(&CancelReason{Reason: h.reason, At: h.deadline})
 			}
 		case evSettle:
 			r.settleExpired(e.token, now)
