@@ -240,6 +240,8 @@ type Machine struct {
 	recentIdem map[string]recentIdem
 	// queueBuf is queues' result, reused by every Dispatch.
 	queueBuf []string
+	// queueRank is each QueueOrder queue's place in it, its first one.
+	queueRank map[string]int
 	// deferred holds, in order, the waiters whose reaction to a finished
 	// workflow did not fit in its append (react); Dispatch settles each
 	// in an append of its own. deferredSet holds the same ids. Those left
@@ -285,6 +287,14 @@ func NewMachine(cfg Config, st *replay.State) *Machine {
 		waiters: make(map[string][]string), tallies: make(map[string]*waitTally),
 		recent: make(map[string]recentWorkflow), recentIdem: make(map[string]recentIdem),
 		deferredSet: make(map[string]bool)}
+	for i, q := range cfg.QueueOrder {
+		if _, dup := m.queueRank[q]; !dup {
+			if m.queueRank == nil {
+				m.queueRank = make(map[string]int, len(cfg.QueueOrder))
+			}
+			m.queueRank[q] = i
+		}
+	}
 	for _, id := range st.JobIDs() {
 		m.place(st.Jobs[id])
 	}
@@ -320,12 +330,24 @@ func (m *Machine) SlotFree() bool { return m.inflight < m.cfg.Workers }
 // in the machine: it panics rather than append something replay rejects.
 func (m *Machine) emit(d *Decision, stream string, b record.Body) uint64 {
 	r := record.Record{Seq: m.nextSeq, Stream: stream, Body: b}
+	var wake string
+	if jb, ok := b.(*record.JobBuried); ok {
+		if j := m.st.Jobs[jb.JobID]; j != nil && m.st.PausedQueues[j.Queue] {
+			// A paused queue's heap is not scanned until the queue
+			// resumes; the burial may leave it only stale entries, so
+			// it is looked at once more (RL-11).
+			wake = j.Queue
+		}
+	}
 	if err := replay.Apply(m.st, r); err != nil {
 		panic(fmt.Sprintf("scheduler: machine decided a record replay refuses: %v", err))
 	}
 	m.nextSeq++
 	d.Records = append(d.Records, r)
 	m.reindex(b)
+	if wake != "" {
+		m.x.wake(wake)
+	}
 	return r.Seq
 }
 
@@ -463,22 +485,33 @@ func (m *Machine) promote(now time.Time) {
 	}
 }
 
-// queues returns the queues with ready work in serving order: those of
-// QueueOrder, then the others by name (JB-2). On the way it drops the
-// index's entries that hold no pending work (RL-11), so that its cost
-// follows the queues with ready work, not every queue ever used.
+// queues returns the queues with ready work that are not paused, in
+// serving order: those of QueueOrder in its order, then the others by name
+// (JB-2). On the way it drops the index's entries that hold no pending
+// work (RL-11), so that its cost follows the queues with ready work, never
+// every queue ever used, nor QueueOrder's length, nor the paused queues
+// holding jobs.
 //
 // The result is valid until the next call.
 func (m *Machine) queues() []string {
-	out := m.queueBuf[:0]
-	for _, q := range m.cfg.QueueOrder {
-		if !slices.Contains(out, q) {
-			out = append(out, q)
-		}
-	}
-	n := len(out)
-	out = m.x.readyQueues(out, out[:n], m.st.PausedQueues) // in name order
+	out := m.x.readyQueues(m.queueBuf[:0], m.st.PausedQueues) // in name order
 	m.x.sweep(m.st.Jobs)
+	if len(m.queueRank) > 0 {
+		// Ranked queues first, by rank; the others keep their name order.
+		slices.SortStableFunc(out, func(a, b string) int {
+			ra, oka := m.queueRank[a]
+			rb, okb := m.queueRank[b]
+			switch {
+			case oka && okb:
+				return ra - rb
+			case oka:
+				return -1
+			case okb:
+				return 1
+			}
+			return 0
+		})
+	}
 	if cap(out) > shrinkMin && len(out) < cap(out)/4 {
 		out = slices.Clone(out) // let a past burst of queues go
 	}

@@ -107,16 +107,20 @@ func (x *index) pushDelayed(j *replay.Job, gen uint64) {
 }
 
 // readyQueues appends to dst, in name order, the queues whose heap holds
-// an entry, except those in skip. It drops the heaps left empty, as
+// an entry and that are not paused. It drops the heaps left empty, as
 // Dispatch leaves the heaps it drains, after popping the stale entries at
 // the top of those of paused queues, which Dispatch does not pop: the
-// index then holds a heap only for a queue with ready work (RL-11). Its
-// work follows the queues with heaps and those new since its last call,
-// never the queues ever used.
-func (x *index) readyQueues(dst, skip []string, paused map[string]bool) []string {
+// index then holds a heap only for a queue with ready work (RL-11). A
+// paused queue's name then leaves the list it scans, its heap kept until
+// wake puts the name back: when the queue resumes, or when a burial may
+// have left it only stale entries. Its work follows the running queues
+// with heaps and those new or woken since its last call, never the queues
+// ever used nor the paused ones holding jobs.
+func (x *index) readyQueues(dst []string, paused map[string]bool) []string {
 	names := x.names
 	if len(x.fresh) > 0 {
 		slices.Sort(x.fresh)
+		x.fresh = slices.Compact(x.fresh)
 		names = mergeNames(make([]string, 0, len(names)+len(x.fresh)), names, x.fresh)
 		clear(x.fresh)
 		x.fresh = x.fresh[:0]
@@ -128,16 +132,17 @@ func (x *index) readyQueues(dst, skip []string, paused map[string]bool) []string
 	for _, q := range names {
 		h := x.ready[q]
 		for paused[q] && h.Len() > 0 && !x.valid((*h)[0]) {
-			heapPop(h)
+			heapPop(h) // Dispatch pops a running queue's, not a paused one's
 		}
 		if h.Len() == 0 {
 			delete(x.ready, q)
 			continue
 		}
-		kept = append(kept, q)
-		if !slices.Contains(skip, q) {
-			dst = append(dst, q)
+		if paused[q] {
+			continue // until wake
 		}
+		kept = append(kept, q)
+		dst = append(dst, q)
 	}
 	clear(names[len(kept):])
 	if cap(kept) > shrinkMin && len(kept) < cap(kept)/4 {
@@ -150,6 +155,13 @@ func (x *index) readyQueues(dst, skip []string, paused map[string]bool) []string
 		x.ready, x.readyPeak = ready, len(ready)
 	}
 	return dst
+}
+
+// wake puts queue q back in the list readyQueues scans, once q resumes.
+func (x *index) wake(q string) {
+	if x.ready[q] != nil {
+		x.fresh = append(x.fresh, q)
+	}
 }
 
 // mergeNames appends to dst the union of the sorted lists a and b, in

@@ -308,6 +308,7 @@ func (m *Machine) ResumeQueue(queue string) Decision {
 	var d Decision
 	if m.st.PausedQueues[queue] {
 		m.emit(&d, record.EngineStream, &record.QueueResumed{Queue: queue})
+		m.x.wake(queue)
 	}
 	return d
 }
