@@ -273,35 +273,45 @@ func TestWF7_WaitTalliesDecideAsAFullDecisionWould(t *testing.T) {
 	})
 }
 
+// waitBundle returns a recovered machine with "waiter", an All wait for
+// the ids under its state key "deps", and "dep", a wait for signal "go";
+// start starts one of them, waiting for deps.
+func waitBundle(t *testing.T) (b *testBundle, start func(name string, deps ...string) string) {
+	defs := map[string]*WorkflowDef{
+		"waiter": {Name: "waiter", Hash: "hw", Steps: []StepDef{{Kind: StepWorkflows, Name: "0", Mode: ModeAll, FromKey: "deps"}}},
+		"dep":    {Name: "dep", Hash: "hd", Steps: []StepDef{{Kind: StepSignal, Name: "0", Signals: []string{"go"}, Mode: ModeAll}}},
+	}
+	b = setup(t, nil, func(cfg *Config) { cfg.WorkflowFunc = func(name string) *WorkflowDef { return defs[name] } })
+	b.recover(t0)
+	return b, func(name string, deps ...string) string {
+		var state []byte
+		if len(deps) > 0 {
+			list := make([]any, len(deps))
+			for i, d := range deps {
+				list[i] = d
+			}
+			var err error
+			if state, err = replay.EncodeState(map[string]any{"deps": list}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		d, id, err := b.m.StartWorkflow(t0, DispatchRequest{Name: name, State: state})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.take(d)
+		return id
+	}
+}
+
 // WF-7: an id listed twice in a wait counts twice, in the tally too: with
 // the tally counted at c's completion, a's completion takes two from it,
 // and b's completion then settles the All wait.
 func TestWF7_WaitTallyCountsRepeatedIDs(t *testing.T) {
 	t.Parallel()
-	defs := map[string]*WorkflowDef{
-		"waiter": {Name: "waiter", Hash: "hw", Steps: []StepDef{{Kind: StepWorkflows, Name: "0", Mode: ModeAll, FromKey: "deps"}}},
-		"dep":    {Name: "dep", Hash: "hd", Steps: []StepDef{{Kind: StepSignal, Name: "0", Signals: []string{"go"}, Mode: ModeAll}}},
-	}
-	b := setup(t, nil, func(cfg *Config) { cfg.WorkflowFunc = func(name string) *WorkflowDef { return defs[name] } })
-	b.recover(t0)
-	var a, bb, c string
-	for _, p := range []*string{&a, &bb, &c} {
-		d, id, err := b.m.StartWorkflow(t0, DispatchRequest{Name: "dep"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		b.take(d)
-		*p = id
-	}
-	state, err := replay.EncodeState(map[string]any{"deps": []any{a, a, bb, c}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, waiter, err := b.m.StartWorkflow(t0, DispatchRequest{Name: "waiter", State: state})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.take(d)
+	b, start := waitBundle(t)
+	a, bb, c := start("dep"), start("dep"), start("dep")
+	waiter := start("waiter", a, a, bb, c)
 	for _, id := range []string{c, a, bb} {
 		if got := b.m.State().Workflows[waiter]; got == nil || got.Status != replay.WorkflowWaitingWorkflows {
 			t.Fatalf("the waiter left its wait before %s completed", id)
@@ -323,26 +333,9 @@ func TestWF7_WaitTallyCountsRepeatedIDs(t *testing.T) {
 // which may never come once the engine is idle.
 func TestRL11_WaitTallyLeavesWithItsWaiter(t *testing.T) {
 	t.Parallel()
-	defs := map[string]*WorkflowDef{
-		"waiter": {Name: "waiter", Hash: "hw", Steps: []StepDef{{Kind: StepWorkflows, Name: "0", Mode: ModeAll, FromKey: "deps"}}},
-		"dep":    {Name: "dep", Hash: "hd", Steps: []StepDef{{Kind: StepSignal, Name: "0", Signals: []string{"go"}, Mode: ModeAll}}},
-	}
-	b := setup(t, nil, func(cfg *Config) { cfg.WorkflowFunc = func(name string) *WorkflowDef { return defs[name] } })
-	b.recover(t0)
-	start := func(name string, state []byte) string {
-		d, id, err := b.m.StartWorkflow(t0, DispatchRequest{Name: name, State: state})
-		if err != nil {
-			t.Fatal(err)
-		}
-		b.take(d)
-		return id
-	}
-	a, c := start("dep", nil), start("dep", nil)
-	state, err := replay.EncodeState(map[string]any{"deps": []any{a, c}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waiter := start("waiter", state)
+	b, start := waitBundle(t)
+	a, c := start("dep"), start("dep")
+	waiter := start("waiter", a, c)
 	d, err := b.m.Signal(t0, a, "go", nil) // a completes: the waiter's tally is made
 	if err != nil {
 		t.Fatal(err)
