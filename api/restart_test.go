@@ -312,10 +312,14 @@ func TestRL12_AppendsWaitForASlowSnapshot(t *testing.T) {
 	release := make(chan struct{})
 	var once sync.Once
 	api.SetSnapshotWriteHook(func(uint64) { once.Do(func() { <-release }) })
-	defer api.SetSnapshotWriteHook(nil)
 	var appended atomic.Uint64
 	api.SetAfterAppendHook(func(seqs []uint64) { appended.Store(max(appended.Load(), seqs[len(seqs)-1])) })
-	defer api.SetAfterAppendHook(nil)
+	// Registered before setup's, so that they run after the engine's
+	// Close: a snapshot goroutine reads the write hook until then.
+	t.Cleanup(func() {
+		api.SetSnapshotWriteHook(nil)
+		api.SetAfterAppendHook(nil)
+	})
 
 	b := setup(t, func(o *api.Options) { o.SnapshotEvery = every })
 	var released sync.Once
