@@ -137,20 +137,6 @@ func (j *Journal) DeleteSnapshotsBefore(ctx context.Context, seq uint64) error {
 	})
 }
 
-// DeleteSnapshot deletes the snapshot at seq, if any: the engine drops a
-// snapshot whose verification failed after it was written.
-func (j *Journal) DeleteSnapshot(ctx context.Context, seq uint64) error {
-	if j.opts.ReadOnly {
-		return fmt.Errorf("journal: delete snapshot: %w", ErrReadOnly)
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("journal: delete snapshot at seq %d: %w", seq, err)
-	}
-	return j.commitOne(ctx, "delete snapshot", func(b *pebble.Batch) {
-		_ = b.Delete(appendSnapKey(nil, seq), nil)
-	})
-}
-
 // Snapshot is one stored snapshot. Err is nil for a snapshot that passed
 // its checks; otherwise it is a [*CorruptError] (Seq = the snapshot's seq)
 // saying why the snapshot must be ignored, and State is nil. A bad

@@ -798,15 +798,6 @@ func (m *Machine) settleDeferred(d *Decision, now time.Time) {
 	m.deferred = m.deferred[:0]
 }
 
-func contains(xs []string, s string) bool {
-	for _, x := range xs {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 // waitIDs resolves the ids of a WaitForWorkflows step: given, or read from
 // a public state key on entry (WF-7).
 func (m *Machine) waitIDs(w *replay.Workflow, step *StepDef) ([]string, error) {
@@ -976,7 +967,7 @@ func (m *Machine) signalsSatisfy(w *replay.Workflow, step *StepDef) ([]byte, []u
 	var picked []replay.Signal
 	if step.Mode == ModeAny {
 		for _, sg := range w.Signals {
-			if contains(step.Signals, sg.Name) {
+			if slices.Contains(step.Signals, sg.Name) {
 				picked = append(picked, sg)
 				break
 			}
