@@ -527,11 +527,18 @@ func TestWD9_RunningAttemptIsNotInterruptedAndItsResultDiscarded(t *testing.T) {
 // ---------------------------------------------------------------------------
 // WD-10: the on-deadline handler.
 
+// wdExpiring is a workflow named name that waits an hour in a Delay and
+// must complete within a minute: it expires at the check a minute in,
+// and its on-deadline handler is handler (WD-2, WD-10).
+func wdExpiring(name, handler string) *api.Workflow {
+	return api.NewWorkflow(name).Delay(time.Hour).MustCompleteWithin(time.Minute).OnDeadline(handler)
+}
+
 func TestWD10_HandlerGetsPublicStateAfterTheExpiryAppend(t *testing.T) {
 	b := setup(t, nil)
 	spy := newSpy()
 	spy.register(t, b.eng, "cleanup")
-	wfRegister(t, b.eng, api.NewWorkflow("import").Delay(time.Hour).MustCompleteWithin(time.Minute).OnDeadline("cleanup"))
+	wfRegister(t, b.eng, wdExpiring("import", "cleanup"))
 	b.start()
 	id := wfDispatch(b, "import", api.State{"source": "s3://bucket/x", "temp_file": "import-42.csv", "_token": "k1"})
 	b.advance(time.Minute)
@@ -574,8 +581,8 @@ func TestWD10_HandlerErrorOrPanicIsRecordedAndSwallowed(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	wfRegister(t, b.eng, api.NewWorkflow("mailed").Delay(time.Hour).MustCompleteWithin(time.Minute).OnDeadline("mail"))
-	wfRegister(t, b.eng, api.NewWorkflow("boomed").Delay(time.Hour).MustCompleteWithin(time.Minute).OnDeadline("boom"))
+	wfRegister(t, b.eng, wdExpiring("mailed", "mail"))
+	wfRegister(t, b.eng, wdExpiring("boomed", "boom"))
 	b.start()
 	mailed := wfDispatch(b, "mailed", api.State{})
 	boomed := wfDispatch(b, "boomed", api.State{})
@@ -628,7 +635,7 @@ func TestWD10_ManyOutstandingHandlersFinishInAnyOrder(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	wfRegister(t, b.eng, api.NewWorkflow("slow").Delay(time.Hour).MustCompleteWithin(time.Minute).OnDeadline("cleanup"))
+	wfRegister(t, b.eng, wdExpiring("slow", "cleanup"))
 	b.start()
 	keys := make([]string, n)
 	for i := range keys {
@@ -669,7 +676,7 @@ func TestWD10_SnapshotsAfterTheLastObligationFinished(t *testing.T) {
 	if err := api.Handle(b.eng, "noop", func(context.Context, *api.Delivery, msg) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
-	wfRegister(t, b.eng, api.NewWorkflow("slow").Delay(time.Hour).MustCompleteWithin(time.Minute).OnDeadline("cleanup"))
+	wfRegister(t, b.eng, wdExpiring("slow", "cleanup"))
 	b.start()
 	wfDispatch(b, "slow", api.State{})
 	b.advance(time.Minute)
@@ -718,7 +725,7 @@ func TestWD10_HandlerCancelledAtShutdownGRunsAgainAfterRestart(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		wfRegister(t, e, api.NewWorkflow("slow").Delay(time.Hour).MustCompleteWithin(time.Minute).OnDeadline("cleanup"))
+		wfRegister(t, e, wdExpiring("slow", "cleanup"))
 	}
 	register(b.eng)
 	b.start()
@@ -774,7 +781,7 @@ func TestWD10_HandlerUnfinishedAtCrashRunsAgainAfterReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := func() *api.Workflow {
-		return api.NewWorkflow("import").Delay(time.Hour).MustCompleteWithin(time.Minute).OnDeadline("cleanup")
+		return wdExpiring("import", "cleanup")
 	}
 	wfRegister(t, b.eng, w())
 	b.start()
@@ -1073,7 +1080,7 @@ func TestWD14_CompletedFirstWinsAndCancelAfterExpiryIsAllowed(t *testing.T) {
 		t.Fatal(err)
 	}
 	wfRegister(t, b.eng, api.NewWorkflow("quick").Then("a", wfReturn(nil)).MustCompleteWithin(time.Minute).OnDeadline("slow_cleanup"))
-	wfRegister(t, b.eng, api.NewWorkflow("stuck").Delay(time.Hour).MustCompleteWithin(time.Minute).OnDeadline("slow_cleanup"))
+	wfRegister(t, b.eng, wdExpiring("stuck", "slow_cleanup"))
 	b.start()
 	quick := wfDispatch(b, "quick", api.State{})
 	stuck := wfDispatch(b, "stuck", api.State{})
@@ -1204,7 +1211,7 @@ func TestWD19_ReplayFoldsExpiriesWithoutReevaluating(t *testing.T) {
 	spy := newSpy()
 	register := func(e *api.Engine) {
 		spy.register(t, e, "notify")
-		wfRegister(t, e, api.NewWorkflow("import").Delay(time.Hour).MustCompleteWithin(time.Minute).OnDeadline("notify"))
+		wfRegister(t, e, wdExpiring("import", "notify"))
 		wfRegister(t, e, api.NewWorkflow("later").Delay(5*time.Hour).MustCompleteWithin(3*time.Hour).OnDeadline("notify"))
 	}
 	register(b.eng)
@@ -1388,7 +1395,7 @@ func TestWD10_ObligationWithoutRegisteredHandlerFinishesNotRegistered(t *testing
 	}); err != nil {
 		t.Fatal(err)
 	}
-	wfRegister(t, b.eng, api.NewWorkflow("import").Delay(time.Hour).MustCompleteWithin(time.Minute).OnDeadline("cleanup"))
+	wfRegister(t, b.eng, wdExpiring("import", "cleanup"))
 	b.start()
 	id := wfDispatch(b, "import", api.State{})
 	b.clk.Advance(time.Minute)
@@ -1419,7 +1426,7 @@ func TestWD10_ParkedWorkflowExpiresWithItsOwnHandler(t *testing.T) {
 	b := setup(t, nil)
 	spy := newSpy()
 	spy.register(t, b.eng, "cleanup")
-	wfRegister(t, b.eng, api.NewWorkflow("import").Delay(time.Hour).MustCompleteWithin(time.Minute).OnDeadline("cleanup"))
+	wfRegister(t, b.eng, wdExpiring("import", "cleanup"))
 	b.start()
 	id := wfDispatch(b, "import", api.State{"source": "s3://bucket/x", "_token": "k1"})
 	b.reopen(func(e *api.Engine) {
