@@ -82,7 +82,10 @@
 //     The engine's runs also give start_appends, the synced commits that
 //     carried attempt_started records, and starts_per_start_append: at
 //     Workers 64 a burst's starts go about 25-28 to a commit, since each
-//     start waits for the commit in flight when its slot frees.
+//     start waits for the commit in flight when its slot frees. Each run
+//     also gives gc_cycles, the Go GC cycles that ran from the last
+//     enqueue's return to the last start (per_run_gc_cycles beside
+//     per_run_p99_ms): a cycle during a burst takes CPU from the starts.
 //
 // The first and last lines ("workload":"env") give the load average and
 // the kernel's CPU and I/O pressure (PSI some avg10, in %): figures from a

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"runtime/metrics"
 	"slices"
 	"time"
 )
@@ -82,12 +83,27 @@ func medianObj(runs []*obj, key string) *obj {
 		out.set(k, v)
 	}
 	out.set("runs", len(runs))
+	out.set("per_run_"+key, perRun(runs, key))
+	return out
+}
+
+// perRun lists key's value in each run, in run order.
+func perRun(runs []*obj, key string) []float64 {
 	per := make([]float64, 0, len(runs))
 	for _, r := range runs {
 		per = append(per, r.num(key))
 	}
-	out.set("per_run_"+key, per)
-	return out
+	return per
+}
+
+// gcCycles returns the number of GC cycles the process has completed.
+func gcCycles() float64 {
+	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return float64(s[0].Value.Uint64())
 }
 
 func median(xs []float64) float64 {

@@ -77,6 +77,7 @@ func (b *bench) timers(ctx context.Context) error {
 			so := medianObj(syncs, "p99_ms")
 			o := medianObj(runs, "p99_ms")
 			o.set("variant", mode.name)
+			o.set("per_run_gc_cycles", perRun(runs, "gc_cycles"))
 			o.set("baseline", "go_timer_lateness")
 			o.set("baseline_p50_ms", bo.num("p50_ms"))
 			o.set("baseline_p99_ms", bo.num("p99_ms"))
@@ -225,6 +226,9 @@ func (b *bench) timersOnce(ctx context.Context, n int, paced bool, backend timer
 	}
 	close(gate)
 	wg.Wait()
+	// Every enqueue has returned and nothing is due for timerDelay: the GC
+	// cycles from here on ran while the jobs came due and started.
+	gc0 := gcCycles()
 	err := errors.Join(errs...)
 	if err == nil {
 		if isEngine {
@@ -237,6 +241,7 @@ func (b *bench) timersOnce(ctx context.Context, n int, paced bool, backend timer
 			}
 		}
 	}
+	gcs := gcCycles() - gc0
 	stopProfile()
 	var shape journalShape
 	if isEngine {
@@ -278,5 +283,6 @@ func (b *bench) timersOnce(ctx context.Context, n int, paced bool, backend timer
 		shape.setStarts(o)
 	}
 	o.set("requested_spread_ms", ms(hi.Sub(lo)))
+	o.set("gc_cycles", gcs)
 	return o, nil
 }
