@@ -83,10 +83,10 @@ func wdFailedByDeadline(b *testBundle, id string) api.WorkflowInfo {
 func TestWD1_MustCompleteWithinValidatesAndLastCallWins(t *testing.T) {
 	b := setup(t, nil)
 	ok := wfReturn(nil)
-	for _, d := range []time.Duration{0, -time.Second} {
+	for _, d := range []time.Duration{0, -time.Second, api.DelayMax + 1} {
 		err := b.eng.Register(api.NewWorkflow("bad").Then("a", ok).MustCompleteWithin(d))
 		var we *api.WorkflowError
-		want := "MustCompleteWithin: duration must be > 0, got " + d.String()
+		want := "MustCompleteWithin: duration must be > 0 and at most DelayMax (876000h0m0s, 100 years), got " + d.String()
 		if !errors.As(err, &we) || we.Option != "MustCompleteWithin" || !strings.Contains(err.Error(), want) {
 			t.Fatalf("WD-1: %v, want an error containing %q", err, want)
 		}

@@ -97,11 +97,19 @@ func WithPriority(p Priority) JobOption {
 	}
 }
 
-// Delay makes the job available d after it is enqueued (d >= 0; JB-1).
+// DelayMax is the longest job [Delay], workflow [Workflow.Delay] step and
+// workflow deadline ([Workflow.MustCompleteWithin]): 100 years of 365 days.
+// Instants are journaled in Unix nanoseconds, which end in 2262; past the
+// year 2162 on the clock, an instant this far ahead is recorded as that
+// end instead.
+const DelayMax = deadlines.DelayMax
+
+// Delay makes the job available d after it is enqueued (JB-1): 0 up to
+// [DelayMax], 100 years.
 func Delay(d time.Duration) JobOption {
 	return func(o *jobOptions) {
-		if d < 0 {
-			o.fail(&OptionError{Field: "Delay", Value: d, Reason: "must be >= 0"})
+		if err := deadlines.ValidateDelay("Delay", d, 0); err != nil {
+			o.fail(optionErr("", err))
 			return
 		}
 		o.delay = d

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -84,6 +85,16 @@ func TestJB1_BadInputAppendsNothing(t *testing.T) {
 		}},
 		{"negative delay", func() error { _, err := b.eng.Enqueue(b.ctx, "work", msg{}, api.Delay(-time.Second)); return err },
 			func(err error) bool { var oe *api.OptionError; return errors.As(err, &oe) && oe.Field == "Delay" }},
+		// RL-9: a delay past DelayMax used to wrap round into an instant
+		// in the past, and the job ran at once.
+		{"delay over 100 years", func() error {
+			_, err := b.eng.Enqueue(b.ctx, "work", msg{}, api.Delay(api.DelayMax+1))
+			return err
+		}, func(err error) bool {
+			var oe *api.OptionError
+			return errors.As(err, &oe) && oe.Field == "Delay" && errors.Is(err, api.ErrInvalidOption) &&
+				strings.Contains(err.Error(), api.DelayMax.String())
+		}},
 		{"max attempts over 100", func() error { _, err := b.eng.Enqueue(b.ctx, "work", msg{}, api.MaxAttempts(101)); return err },
 			func(err error) bool {
 				var oe *api.OptionError
@@ -418,4 +429,48 @@ func TestJB9_RunOnceProcessesEligibleWorkThenStops(t *testing.T) {
 	b.wantStatus(now1, api.JobCompleted)
 	b.wantStatus(now2, api.JobCompleted)
 	b.wantStatus(later, api.JobPending)
+}
+
+// RL-9, JB-1, WF-5, WD-3: an instant set DelayMax ahead is recorded as it
+// is while it fits in Unix nanoseconds, and as their last instant once the
+// clock is past 2162. Summed as now.Add(d).UnixNano(), such an instant
+// wrapped round into the 17th century: the job ran at once, the Delay step
+// fired at once and the workflow failed by its deadline at dispatch.
+func TestRL9_InstantsPastTheirRangeSaturateAndNeverFireEarly(t *testing.T) {
+	b := setup(t, nil)
+	var rec recorder
+	if err := api.Handle(b.eng, "work", okHandler(&rec)); err != nil {
+		t.Fatal(err)
+	}
+	ran := false
+	wfRegister(t, b.eng, api.NewWorkflow("far").Then("a", wfReturn(nil)).Delay(api.DelayMax).
+		Then("after", func(context.Context, *api.Delivery, api.State) (api.State, error) { ran = true; return nil, nil }).
+		MustCompleteWithin(api.DelayMax))
+	b.start()
+
+	near := b.enqueue("work", msg{N: 1}, api.Delay(api.DelayMax))
+	if got, want := b.wantStatus(near, api.JobPending).AvailableAt, t0.Add(api.DelayMax); !got.Equal(want) {
+		t.Fatalf("available at %v, want %v", got, want)
+	}
+
+	b.advance(time.Hour)
+	b.wantStatus(near, api.JobPending)
+	b.clk.Set(time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC))
+	b.idle()
+	b.wantStatus(near, api.JobCompleted)
+
+	end := time.Unix(0, math.MaxInt64)
+	far := b.enqueue("work", msg{N: 2}, api.Delay(api.DelayMax))
+	id := wfDispatch(b, "far", api.State{})
+	b.idle() // step a completes before the clock moves
+	b.advance(time.Hour)
+	if got := b.wantStatus(far, api.JobPending).AvailableAt; !got.Equal(end) {
+		t.Fatalf("available at %v, want the last instant %v", got, end)
+	}
+	info := wfInfo(b, id)
+	if info.Status != api.WorkflowRunning || !info.DelayUntil.Equal(end) || !info.DeadlineAt.Equal(end) || ran {
+		t.Fatalf("workflow %s at step %d %q, delay until %v, deadline %v, ran %v; want running, both at %v",
+			info.Status, info.Step, info.StepName, info.DelayUntil, info.DeadlineAt, ran, end)
+	}
+	b.checkReplay()
 }

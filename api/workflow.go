@@ -210,7 +210,8 @@ func (w *Workflow) Parallel(name string, fns ...StepFunc) *Workflow {
 }
 
 // Delay adds a durable delay of d (WF-5), named delay_0, delay_1, ... by
-// its rank among delays. d must be > 0. Delays count against the deadline.
+// its rank among delays. d must be > 0 and at most [DelayMax], 100 years.
+// Delays count against the deadline.
 func (w *Workflow) Delay(d time.Duration) *Workflow {
 	rank := 0
 	for _, s := range w.steps {
@@ -219,10 +220,15 @@ func (w *Workflow) Delay(d time.Duration) *Workflow {
 		}
 	}
 	name := "delay_" + strconv.Itoa(rank)
-	if d <= 0 {
-		w.fail(name, "Delay", fmt.Sprintf("duration must be > 0, got %v", d))
+	if d <= 0 || d > DelayMax {
+		w.fail(name, "Delay", delayReason(d))
 	}
 	return w.add(stepSpec{kind: scheduler.StepDelay, name: name, delay: d}, "Delay")
+}
+
+// delayReason says why d is not a valid Delay step or deadline.
+func delayReason(d time.Duration) string {
+	return fmt.Sprintf("duration must be > 0 and at most DelayMax (%v, 100 years), got %v", DelayMax, d)
 }
 
 // WaitForSignal adds a step that waits for a signal of each name (WF-6):
@@ -409,8 +415,8 @@ func (w *Workflow) MaxAttempts(n int) *Workflow {
 }
 
 // MustCompleteWithin sets the workflow's deadline: deadline_at = dispatch +
-// d, fixed at dispatch (WD-1, WD-3). d must be > 0; a second call replaces
-// the first.
+// d, fixed at dispatch (WD-1, WD-3). d must be > 0 and at most [DelayMax],
+// 100 years; a second call replaces the first.
 //
 // The periodic check expires a running workflow once the deadline passes.
 // A paused workflow, or one waiting for a signal or for other workflows,
@@ -419,8 +425,8 @@ func (w *Workflow) MaxAttempts(n int) *Workflow {
 // exceeded" in that same append (WD-7), and after a Resume the next check
 // fails it.
 func (w *Workflow) MustCompleteWithin(d time.Duration) *Workflow {
-	if d <= 0 {
-		w.fail("", "MustCompleteWithin", fmt.Sprintf("duration must be > 0, got %v", d))
+	if d <= 0 || d > DelayMax {
+		w.fail("", "MustCompleteWithin", delayReason(d))
 	}
 	w.deadline = d
 	return w

@@ -91,8 +91,8 @@ func ExampleEngine_Register() {
 	fmt.Println(errors.Is(err, api.ErrInvalidOption), err)
 	fmt.Println(eng.Register(api.NewWorkflow("report").Then("build", build).Delay(time.Hour).Then("send", build)))
 	// Output:
-	// quire: workflow "report" step "delay_0" Delay: duration must be > 0, got 0s
-	// quire: workflow "report" MustCompleteWithin: duration must be > 0, got 0s
+	// quire: workflow "report" step "delay_0" Delay: duration must be > 0 and at most DelayMax (876000h0m0s, 100 years), got 0s
+	// quire: workflow "report" MustCompleteWithin: duration must be > 0 and at most DelayMax (876000h0m0s, 100 years), got 0s
 	// true quire: workflow "report" OnDeadline: deadline handler "report_late" is not registered
 	// <nil>
 }

@@ -313,6 +313,10 @@ func TestWF2_BuilderErrorsNameStepOrOptionAndAppendNothing(t *testing.T) {
 		{"private Into key", api.NewWorkflow("into").WaitForSignal("go").Into("_x"), "into", "*", "Into", "public key"},
 		{"unknown sub-workflow", api.NewWorkflow("parent").Then("a", ok).SubWorkflow("enrich", "nope"), "parent", "enrich", "SubWorkflow", `"nope" is not registered`},
 		{"zero deadline", api.NewWorkflow("wd").Then("a", ok).MustCompleteWithin(0), "wd", "", "MustCompleteWithin", "got 0s"},
+		// RL-9: past DelayMax the instants used to wrap round into the
+		// past, and fire at dispatch.
+		{"delay over 100 years", api.NewWorkflow("dmax").Then("a", ok).Delay(api.DelayMax + 1), "dmax", "delay_0", "Delay", "at most DelayMax (876000h0m0s, 100 years), got 876000h0m0.000000001s"},
+		{"deadline over 100 years", api.NewWorkflow("wdmax").Then("a", ok).MustCompleteWithin(api.DelayMax + 1), "wdmax", "", "MustCompleteWithin", "at most DelayMax (876000h0m0s, 100 years), got 876000h0m0.000000001s"},
 		{"unknown deadline handler", api.NewWorkflow("wh").Then("a", ok).OnDeadline("nope"), "wh", "", "OnDeadline", `"nope" is not registered`},
 		{"max attempts", api.NewWorkflow("ma").Then("a", ok).MaxAttempts(0), "ma", "", "MaxAttempts", "0 must be 1..100"},
 		{"step option", api.NewWorkflow("so").Then("a", ok, api.MaxAttempts(101)), "so", "a", "MaxAttempts", "101 must be 1..100"},

@@ -1,6 +1,9 @@
 package deadlines
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // Limits built into the budget formulas of spec/delivery.md and
 // spec/shutdown.md. They are not options.
@@ -34,6 +37,30 @@ func Expired(x, now time.Time) bool { return !now.Before(x) }
 // Remaining returns how much of the budget up to deadline is left at now:
 // deadline − now, saturated at zero (DL-1, DL-12).
 func Remaining(deadline, now time.Time) time.Duration { return since(deadline, now) }
+
+// Bounds of the instants records hold, in Unix nanoseconds.
+var (
+	instantMax = time.Unix(0, math.MaxInt64)
+	instantMin = time.Unix(0, math.MinInt64)
+)
+
+// InstantAfter returns now + d in Unix nanoseconds, the form in which
+// records keep instants (available_at, fire_at, deadline_at), saturated at
+// the bounds of int64: 2262-04-11T23:47:16.854775807Z at the latest. Unlike
+// now.Add(d).UnixNano(), it never wraps round, which turned a delay past
+// 2262 into an instant in the past, so a timer fired at once (RL-9).
+// [DelayMax] keeps every instant below the bound until the clock passes
+// the year 2162.
+func InstantAfter(now time.Time, d time.Duration) int64 {
+	t := now.Add(d)
+	switch {
+	case t.After(instantMax):
+		return math.MaxInt64
+	case t.Before(instantMin):
+		return math.MinInt64
+	}
+	return t.UnixNano()
+}
 
 // Earliest returns the earlier of a and b. Deadlines only ever shrink, so
 // a deadline is lowered with Earliest(old, new) (DL-10, DL-30).

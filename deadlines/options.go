@@ -36,6 +36,12 @@ const (
 	// largest valid ShutdownTimeout (SD-1). It fits in time.Duration.
 	ShutdownTimeoutMax = 3_153_600_000 * time.Second
 
+	// DelayMax is the longest valid job Delay, workflow Delay step and
+	// workflow deadline (MustCompleteWithin): 100 years of 365 days, as
+	// [ShutdownTimeoutMax]. The instants they give are recorded in Unix
+	// nanoseconds; see [InstantAfter].
+	DelayMax = ShutdownTimeoutMax
+
 	// MaxAttemptsDefault is the default number of attempts of a job,
 	// including the first (DL-4).
 	MaxAttemptsDefault = 3
@@ -139,6 +145,13 @@ func ValidateSettlementTimeout(d time.Duration) error {
 // [ShutdownTimeoutMin]..[ShutdownTimeoutMax] (SD-1).
 func ValidateShutdownTimeout(d time.Duration) error {
 	return checkDuration("ShutdownTimeout", d, ShutdownTimeoutMin, ShutdownTimeoutMax)
+}
+
+// ValidateDelay checks a duration that sets an instant ahead of now (a job
+// Delay, a workflow Delay step, a workflow deadline) against min..[DelayMax].
+// field names it in the error.
+func ValidateDelay(field string, d, min time.Duration) error {
+	return checkDuration(field, d, min, DelayMax)
 }
 
 // ValidateDeadlineCheckInterval checks a DeadlineCheckInterval against

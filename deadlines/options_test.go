@@ -75,6 +75,25 @@ func TestSD1_ShutdownTimeoutRange(t *testing.T) {
 	wantDur(t, "100 years", ShutdownTimeoutMax, 100*365*24*3600*time.Second)
 }
 
+// JB-1, WF-5, WD-3: delays and workflow deadlines reach 100 years at most,
+// so the instants they give stay inside what a record holds.
+func TestJB1_DelayRange(t *testing.T) {
+	t.Parallel()
+	checkRange(t, "Delay", func(d time.Duration) error { return ValidateDelay("Delay", d, 0) }, []rangeCase{
+		{-1, false},
+		{0, true},
+		{DelayMax, true},
+		{DelayMax + 1, false},
+		{math.MaxInt64, false},
+	})
+	checkRange(t, "MustCompleteWithin", func(d time.Duration) error { return ValidateDelay("MustCompleteWithin", d, 1) }, []rangeCase{
+		{0, false},
+		{1, true},
+		{DelayMax + 1, false},
+	})
+	wantDur(t, "100 years", DelayMax, 100*365*24*3600*time.Second)
+}
+
 func TestWD6_DeadlineCheckIntervalRange(t *testing.T) {
 	t.Parallel()
 	checkRange(t, "DeadlineCheckInterval", ValidateDeadlineCheckInterval, []rangeCase{

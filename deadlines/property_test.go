@@ -394,3 +394,37 @@ func TestT13_ExtremeInputs(t *testing.T) {
 		_ = WorkflowExpired(at, now)
 	})
 }
+
+// RL-9, T13: an instant set ahead of now is never recorded behind it. It is
+// now + d exactly when that fits in Unix nanoseconds, and the last instant
+// they hold when it does not; a wrapped sum would be in the past, and its
+// timer would fire at once.
+func TestT13_InstantAfterNeverWraps(t *testing.T) {
+	t.Parallel()
+	rapid.Check(t, func(t *rapid.T) {
+		now := drawInstant(t, "now")
+		d := drawDuration(t, "d")
+		if d < 0 {
+			d = -d
+		}
+		got := InstantAfter(now, d)
+		want := now.Add(d)
+		switch {
+		case want.After(time.Unix(0, math.MaxInt64)):
+			if got != math.MaxInt64 {
+				t.Fatalf("InstantAfter(%v, %v) = %d, want the last instant %d", now, d, got, int64(math.MaxInt64))
+			}
+		case want.Before(time.Unix(0, math.MinInt64)):
+			if got != math.MinInt64 {
+				t.Fatalf("InstantAfter(%v, %v) = %d, want the first instant %d", now, d, got, int64(math.MinInt64))
+			}
+		default:
+			if !time.Unix(0, got).Equal(want) {
+				t.Fatalf("InstantAfter(%v, %v) = %v, want %v", now, d, time.Unix(0, got).UTC(), want.UTC())
+			}
+		}
+		if now.After(time.Unix(0, math.MinInt64)) && now.Before(time.Unix(0, math.MaxInt64)) && got < now.UnixNano() {
+			t.Fatalf("InstantAfter(%v, %v) = %d is before now (%d)", now, d, got, now.UnixNano())
+		}
+	})
+}

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/quire-dev/quire/deadlines"
 	"github.com/quire-dev/quire/journal/record"
 	"github.com/quire-dev/quire/replay"
 )
@@ -59,7 +60,7 @@ func (m *Machine) enqueue(d *Decision, now time.Time, req EnqueueRequest) string
 	}
 	m.emit(d, stream, &record.JobEnqueued{
 		JobID: id, Handler: req.Handler, Queue: req.Queue, Priority: req.Priority,
-		AvailableAt: now.Add(req.Delay).UnixNano(), Retry: req.Retry,
+		AvailableAt: deadlines.InstantAfter(now, req.Delay), Retry: req.Retry,
 		DeliveryTimeoutNanos: int64(req.DeliveryTimeout), UniqueKey: key, Payload: req.Payload,
 		WorkflowID: req.WorkflowID, Step: req.Step, Branch: req.Branch,
 	})
@@ -182,7 +183,7 @@ func (m *Machine) Settle(now time.Time, res Result) (Decision, error) {
 	default:
 		delay := retryDelay(j.Retry, j.Consumed, m.cfg.PickFunc)
 		m.emit(&d, j.Stream, &record.AttemptRetryScheduled{
-			Outcome: out, DelayNanos: int64(delay), AvailableAt: now.Add(delay).UnixNano(),
+			Outcome: out, DelayNanos: int64(delay), AvailableAt: deadlines.InstantAfter(now, delay),
 		})
 	}
 	return d, nil

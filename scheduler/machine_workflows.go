@@ -121,7 +121,7 @@ func (m *Machine) startWorkflow(d *Decision, now time.Time, def *WorkflowDef, st
 	var deadlineAt int64
 	var onDeadline string
 	if def.Deadline > 0 {
-		deadlineAt = now.Add(def.Deadline).UnixNano() // WD-3
+		deadlineAt = deadlines.InstantAfter(now, def.Deadline) // WD-3
 		onDeadline = def.OnDeadline
 	}
 	m.emit(d, id, &record.WorkflowStarted{
@@ -185,7 +185,7 @@ func (m *Machine) enter(d *Decision, now time.Time, w *replay.Workflow) {
 			m.completeBranches(d, now, w)
 		}
 	case StepDelay:
-		m.emit(d, w.ID, &record.StepDelayed{WorkflowID: w.ID, Step: w.Step, FireAt: now.Add(step.Delay).UnixNano()})
+		m.emit(d, w.ID, &record.StepDelayed{WorkflowID: w.ID, Step: w.Step, FireAt: deadlines.InstantAfter(now, step.Delay)})
 		m.armDelay(w)
 	case StepSignal:
 		if m.settleSignals(d, now, w, step, false) {
