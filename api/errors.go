@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/quire-dev/quire/journal"
+	"github.com/quire-dev/quire/journal/record"
 	"github.com/quire-dev/quire/scheduler"
 )
 
@@ -69,7 +70,7 @@ const (
 	CodeHandlerPanicked      = "HANDLER_PANICKED"
 	CodePayloadDecodeFailed  = "PAYLOAD_DECODE_FAILED"
 	CodeHandlerNotRegistered = "HANDLER_NOT_REGISTERED"
-	CodeBuriedByOperator     = "BURIED_BY_OPERATOR"
+	CodeBuriedByOperator     = record.CodeBuriedByOperator
 	MessageBuriedByOperator  = "buried by operator"
 	CodeDeliveryTimeout      = "DELIVERY_TIMEOUT"
 	CodeInterruptedByCrash   = "DELIVERY_INTERRUPTED_BY_CRASH"

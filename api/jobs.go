@@ -81,7 +81,9 @@ type Job struct {
 	// DELIVERY_TIMEOUT, ...). LastError is the error's whole text: for
 	// Retryable and Permanent it starts with the class and code
 	// ("retryable MAINTENANCE: billing is in maintenance"); for a panic
-	// it is the panic value.
+	// it is the panic value. A job buried with [Engine.Bury] keeps the
+	// last failure of its attempts (JB-6); one that never failed reads
+	// BURIED_BY_OPERATOR and "buried by operator".
 	LastCode   string
 	LastError  string
 	WorkflowID string
@@ -192,7 +194,8 @@ func jobFromState(j *replay.Job) Job {
 }
 
 // Bury buries a pending job with the message "buried by operator" (JB-6).
-// A processing, buried or unknown job is refused with a typed error. An
+// The job keeps the last failure of its attempts ([Job].LastCode). A
+// processing, buried or unknown job is refused with a typed error. An
 // ended ctx returns its error and appends nothing (see [Engine]). During
 // a shutdown it is accepted until phase 4 starts, then refused with
 // [ErrShuttingDown] (SD-12).

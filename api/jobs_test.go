@@ -332,6 +332,41 @@ func TestJB6_BuryPendingOnly(t *testing.T) {
 	b.checkReplay()
 }
 
+// JB-6: a buried job keeps its last error, attempt number and consumed
+// count. An operator's bury of a job waiting for its retry used to replace
+// the handler's error with "buried by operator".
+func TestJB6_BuryKeepsTheLastFailure(t *testing.T) {
+	b := setup(t, nil)
+	if err := api.Handle(b.eng, "charge", func(context.Context, *api.Delivery, msg) error {
+		return api.Retryable("UPSTREAM_DOWN", errors.New("503 from billing"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	id := b.enqueue("charge", msg{})
+	b.start()
+	b.idle()
+	failed := b.wantStatus(id, api.JobPending) // its retry is a second away
+	if failed.LastCode != "UPSTREAM_DOWN" || failed.Attempts != 1 || failed.Consumed != 1 {
+		t.Fatalf("after one failure: %+v", failed)
+	}
+	if err := b.eng.Bury(b.ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	j := b.wantStatus(id, api.JobBuried)
+	if j.LastCode != failed.LastCode || j.LastError != failed.LastError || j.Attempts != 1 || j.Consumed != 1 {
+		t.Fatalf("buried: code %q error %q attempts %d consumed %d; want %q %q 1 1",
+			j.LastCode, j.LastError, j.Attempts, j.Consumed, failed.LastCode, failed.LastError)
+	}
+	recs := b.records()
+	if jb, ok := recs[len(recs)-1].Body.(*record.JobBuried); !ok || jb.Code != api.CodeBuriedByOperator || jb.Error != api.MessageBuriedByOperator {
+		t.Fatalf("last record %+v, want the operator's job_buried", recs[len(recs)-1].Body)
+	}
+	b.reopen(nil) // the fold from the journal agrees
+	if j := b.wantStatus(id, api.JobBuried); j.LastCode != failed.LastCode {
+		t.Fatalf("after reopen: %+v", j)
+	}
+}
+
 func TestJB7_RetryBuriedJobs(t *testing.T) {
 	b := setup(t, func(o *api.Options) { o.MaxAttempts = 1 })
 	fail := true

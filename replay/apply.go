@@ -197,7 +197,11 @@ func apply(s *State, r record.Record) error {
 			return impossible("job %s buried while %s", j.ID, j.Status)
 		}
 		j.Status = JobBuried
-		j.LastCode, j.LastError = b.Code, b.Error
+		// JB-6: a job an operator buries keeps its last failure; one that
+		// never failed takes the burial's code and message.
+		if b.Code != record.CodeBuriedByOperator || j.LastCode == "" {
+			j.LastCode, j.LastError = b.Code, b.Error
+		}
 		releaseUnique(s, j)
 		if b.Final {
 			s.dropJob(j) // its summary is in the terminal index

@@ -139,6 +139,10 @@ type AttemptReleased struct {
 	AvailableAt int64 `msgpack:"available_at"`
 }
 
+// CodeBuriedByOperator is the code of a job_buried an operator's Bury
+// decided (JB-6). A job it buries keeps its last failure, if it had one.
+const CodeBuriedByOperator = "BURIED_BY_OPERATOR"
+
 // JobBuried buries a pending job outside an attempt (JB-6, WF-17, WD-8, DL-44).
 type JobBuried struct {
 	JobID string `msgpack:"job_id"`
