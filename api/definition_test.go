@@ -75,6 +75,49 @@ func TestWF2_ChangedDefinitionParksInstanceUntilItsOwnIsRegistered(t *testing.T)
 	b.checkReplay()
 }
 
+// WF-2, WF-22: the definition hash covers what the definition says, not
+// the engine's Options. A release that changes an engine-wide retry default
+// or a queue's options used to park every workflow in flight (their step
+// jobs' resolved options were hashed); a signal was then only stored.
+// What the definition sets itself, a step's MaxAttempts included, still
+// changes the hash.
+func TestWF2_EngineOptionsDoNotChangeTheDefinitionHash(t *testing.T) {
+	b := setup(t, nil)
+	def := func(stepOpts ...api.JobOption) *api.Workflow {
+		return api.NewWorkflow("flow").Then("a", wfReturn(api.State{"a": true}), stepOpts...).WaitForSignal("go").
+			Then("b", wfReturn(api.State{"b": true}))
+	}
+	wfRegister(t, b.eng, def())
+	b.start()
+	id := wfDispatch(b, "flow", api.State{})
+	b.idle()
+	first := wfWant(b, id, api.WorkflowWaitingSignal)
+
+	b.opts.MaxAttempts = 5
+	b.opts.Backoff = api.BackoffPolicy{Kind: api.BackoffFixed, Base: 100 * time.Millisecond}
+	b.opts.QueueOptions = map[string]api.QueueOptions{"default": {MaxAttempts: 4}}
+	b.reopen(func(e *api.Engine) { wfRegister(t, e, def()) })
+	b.start()
+	if info := wfWant(b, id, api.WorkflowWaitingSignal); info.Parked || info.StepName != "1" {
+		t.Fatalf("WF-2: after changing only the engine's Options the workflow is %+v", info)
+	}
+	if err := b.eng.Signal(b.ctx, id, "go", nil); err != nil {
+		t.Fatal(err)
+	}
+	b.idle()
+	wfWant(b, id, api.WorkflowCompleted)
+	if n := wfDispatch(b, "flow", api.State{}); wfInfo(b, n).DefinitionHash != first.DefinitionHash {
+		t.Fatalf("WF-2: a new dispatch records %s, the first %s", wfInfo(b, n).DefinitionHash, first.DefinitionHash)
+	}
+
+	b.reopen(func(e *api.Engine) { wfRegister(t, e, def(api.MaxAttempts(2))) })
+	n := wfDispatch(b, "flow", api.State{})
+	if h := wfInfo(b, n).DefinitionHash; h == first.DefinitionHash {
+		t.Fatalf("WF-2: a step's own MaxAttempts does not change the hash %s", h)
+	}
+	b.checkReplay()
+}
+
 // A parked instance's pending step job does not start, even when the
 // changed definition has a step of the same name (so a handler of the same
 // name): it would run another definition's step for it, and its success

@@ -537,9 +537,11 @@ func (e *Engine) Register(w *Workflow) error {
 		def.Defaults.MaxAttempts = &n
 	}
 	var handlers []*handlerEntry
+	canon := canonicalDef{Name: def.Name, Deadline: def.Deadline, OnDeadline: def.OnDeadline, Defaults: def.Defaults}
 	for _, s := range w.steps {
 		sd := scheduler.StepDef{Kind: s.kind, Name: s.name, Delay: s.delay, Signals: s.signals, Mode: s.mode,
 			IDs: s.ids, FromKey: s.fromKey, Quorum: s.quorum, ResultKey: s.resultKey, Sub: s.sub}
+		cs := canonicalStep{StepDef: sd}
 		if s.kind == scheduler.StepSub && e.workflowDef(s.sub) == nil {
 			return &WorkflowError{Workflow: w.name, Step: s.name, Option: "SubWorkflow", Reason: fmt.Sprintf("workflow %q is not registered", s.sub)}
 		}
@@ -555,6 +557,7 @@ func (e *Engine) Register(w *Workflow) error {
 				Priority:    own.priority == nil && w.priority == nil,
 				MaxAttempts: own.maxAttempts == nil && w.maxAttempts == nil,
 			}
+			cs.Own = canonicalOptions(own)
 		}
 		for i, fn := range s.fns {
 			name := stepHandlerName(w.name, s.name, i, len(s.fns))
@@ -567,13 +570,18 @@ func (e *Engine) Register(w *Workflow) error {
 			h.opts.middleware, h.opts.guards = slices.Clone(w.middleware), slices.Clone(w.guards)
 			handlers = append(handlers, h)
 		}
+		cs.Handlers = sd.Handlers
 		def.Steps = append(def.Steps, sd)
+		canon.Steps = append(canon.Steps, cs)
 	}
-	hash, err := definitionHash(def)
+	legacy, err := definitionHash(def)
+	if err == nil {
+		def.Hash, err = definitionHash(canon)
+	}
 	if err != nil {
 		return &WorkflowError{Workflow: w.name, Option: "Register", Reason: err.Error()}
 	}
-	def.Hash = hash
+	def.LegacyHash = legacy
 	if err := e.registerWorkflow(def, handlers); err != nil {
 		return err
 	}
@@ -671,9 +679,47 @@ func (e *Engine) stepHandler(name string, fn StepFunc) *handlerEntry {
 // CodeOutputInvalid fails a step whose output cannot be stored.
 const CodeOutputInvalid = "STEP_OUTPUT_INVALID"
 
-// definitionHash is the SHA-256 of the canonical definition, deadline
-// fields included (WF-2).
-func definitionHash(def *scheduler.WorkflowDef) (string, error) {
+// canonicalDef is the definition WF-2 hashes: what the definition says,
+// deadline fields included, and none of the engine's Options. The step
+// jobs' options resolved from the engine's defaults (WF-22) are left out,
+// so that a release that changes Options.MaxAttempts, Options.Backoff or a
+// queue's options parks no workflow in flight: only a changed definition
+// does.
+type canonicalDef struct {
+	Name       string
+	Deadline   time.Duration
+	OnDeadline string
+	Defaults   scheduler.JobDefaults
+	Steps      []canonicalStep
+}
+
+// canonicalStep is a step of a canonicalDef: its StepDef with the resolved
+// job options left zero, and the options the step itself sets.
+type canonicalStep struct {
+	scheduler.StepDef
+	Own stepOptions
+}
+
+// stepOptions are the job options a step sets itself; nil when not set.
+type stepOptions struct {
+	Queue       *string
+	Priority    *Priority
+	Delay       time.Duration
+	MaxAttempts *int
+	Backoff     *deadlines.Backoff
+	Timeout     *time.Duration
+	Unique      bool
+}
+
+func canonicalOptions(o jobOptions) stepOptions {
+	return stepOptions{Queue: o.queue, Priority: o.priority, Delay: o.delay, MaxAttempts: o.maxAttempts,
+		Backoff: o.backoff, Timeout: o.timeout, Unique: o.unique}
+}
+
+// definitionHash is the SHA-256 of def's encoding: of a canonicalDef for
+// the hash workflows record (WF-2), and of the resolved WorkflowDef for the
+// hash earlier builds recorded (WorkflowDef.LegacyHash).
+func definitionHash(def any) (string, error) {
 	b, err := record.EncodeValue(def)
 	if err != nil {
 		return "", err

@@ -400,7 +400,7 @@ func (e *Engine) Workflow(ctx context.Context, id string) (WorkflowInfo, error) 
 // stepName is the name of step in the definition registered here for
 // workflow, if that definition has the hash the instance recorded.
 func (e *Engine) stepName(workflow, hash string, step int) string {
-	if def := e.workflowDef(workflow); def != nil && def.Hash == hash && step < len(def.Steps) {
+	if def := e.workflowDef(workflow); def != nil && def.Runs(hash) && step < len(def.Steps) {
 		return def.Steps[step].Name
 	}
 	return ""

@@ -66,7 +66,7 @@ func (m *Machine) def(name string) *WorkflowDef {
 // ([Machine.WorkflowRegistered]).
 func (m *Machine) defOf(w *replay.Workflow) *WorkflowDef {
 	def := m.def(w.Name)
-	if def == nil || def.Hash != w.DefinitionHash {
+	if def == nil || !def.Runs(w.DefinitionHash) {
 		return nil
 	}
 	return def
@@ -1342,7 +1342,7 @@ func (m *Machine) eligible(j *replay.Job) bool {
 		return false
 	}
 	def := m.def(w.Name)
-	return def == nil || def.Hash == w.DefinitionHash
+	return def == nil || def.Runs(w.DefinitionHash)
 }
 
 // stepRunning reports whether a step job's workflow is running, which a

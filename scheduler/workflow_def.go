@@ -70,15 +70,27 @@ type JobDefaults struct {
 
 // WorkflowDef is a registered, validated workflow definition.
 type WorkflowDef struct {
-	Name  string
-	Hash  string
-	Steps []StepDef
+	Name string
+	// Hash is the definition hash new workflows record (WF-2).
+	Hash string
+	// LegacyHash is the hash an earlier build recorded for the same
+	// definition under the same engine Options: it hashed the step jobs'
+	// options as resolved from the engine's defaults. Workflows recording
+	// it run on this definition too. Empty when there is none.
+	LegacyHash string `msgpack:"-"`
+	Steps      []StepDef
 	// Deadline is MustCompleteWithin (WD-1), 0 for none.
 	Deadline time.Duration
 	// OnDeadline names the on-deadline handler (WD-2), "" for none.
 	OnDeadline string
 	// Defaults are the workflow-wide job options set on the definition.
 	Defaults JobDefaults
+}
+
+// Runs reports whether a workflow that recorded hash runs on def: hash is
+// def's, or the one an earlier build recorded for it.
+func (def *WorkflowDef) Runs(hash string) bool {
+	return hash == def.Hash || (def.LegacyHash != "" && hash == def.LegacyHash)
 }
 
 // WorkflowSummary is what the machine needs to know of a workflow that left

@@ -289,3 +289,50 @@ func firstDiff(want, got []byte) string {
 	}
 	return "(no line differs)"
 }
+
+// WF-2: a workflow an earlier build started goes on when this build
+// registers the same definition. Earlier builds hashed the step jobs'
+// options as resolved from the engine's Options; this one leaves the
+// engine out of the hash, and still runs workflows that recorded the
+// earlier hash (WorkflowDef.LegacyHash). Without that, every workflow in
+// flight would park after an upgrade.
+func TestWF2_WorkflowsOfAnEarlierBuildRunOnTheirDefinition(t *testing.T) {
+	t.Parallel()
+	const waiting = "wf_01KE6SJT80XSHNNK58M7HDESV6" // "article", waiting for "approved"
+	ctx := context.Background()
+	fs := loadImage(t, filepath.Join(journalsDir, "0.1.0-workflows"))
+	eng, err := api.Open(ctx, api.Options{Dir: "db", FS: fs, Clock: clocktest.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close(ctx)
+	ok := func(key string) api.StepFunc {
+		return func(ctx context.Context, d *api.Delivery, st api.State) (api.State, error) {
+			return api.State{key: true}, nil
+		}
+	}
+	// As scenarioWorkflows registers it.
+	if err := eng.Register(api.NewWorkflow("article").Then("draft", ok("drafted")).
+		WaitForSignal("approved").Into("approval").Then("publish", ok("published"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	info, err := eng.Workflow(ctx, waiting)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Parked || info.StepName == "" {
+		t.Fatalf("the earlier build's workflow is parked: %+v", info)
+	}
+	if err := eng.Signal(ctx, waiting, "approved", api.State{"by": "bo"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.WaitIdle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if info, err = eng.Workflow(ctx, waiting); err != nil || info.Status != api.WorkflowCompleted || info.State["published"] != true {
+		t.Fatalf("after its signal: %+v, %v", info, err)
+	}
+}
