@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -1416,6 +1417,60 @@ func TestWF18_RetryParallelOnlyBranchesWithoutSuccess(t *testing.T) {
 	info := wfWant(b, id, api.WorkflowCompleted)
 	if got := strings.Join(rec.get(), ","); got != "b0,b1,b1" {
 		t.Fatalf("WF-18: branch runs %s, want b0 once", got)
+	}
+	if got := wfState(info.State); got != "map[b0:true b1:true]" {
+		t.Fatalf("WF-18: %s", got)
+	}
+	b.checkReplay()
+}
+
+// WF-18, WF-20: a branch that succeeds after its workflow failed (a
+// sibling was buried while it ran) changes nothing then, and is not run
+// again by a retry: only branches without attempt_succeeded get new jobs.
+// Its output is merged when the retried step completes. The late success
+// used to be dropped from the state, so the retry ran the branch again.
+func TestWF18_RetryDoesNotRerunABranchThatSucceededAfterTheFailure(t *testing.T) {
+	b := setup(t, nil)
+	var rec recorder
+	slow := newGate()
+	var mu sync.Mutex
+	failing := true
+	wfRegister(t, b.eng, api.NewWorkflow("fan").Parallel("fan",
+		func(ctx context.Context, d *api.Delivery, st api.State) (api.State, error) {
+			rec.add("b0")
+			mu.Lock()
+			defer mu.Unlock()
+			if failing {
+				return nil, api.Permanent("NO", errors.New("b0 broke"))
+			}
+			return api.State{"b0": true}, nil
+		},
+		func(ctx context.Context, d *api.Delivery, st api.State) (api.State, error) {
+			rec.add("b1")
+			return slow.step(api.State{"b1": true}, nil)(ctx, d, st)
+		}).Then("after", wfSeen(&rec, "after", nil)))
+	b.start()
+	id := wfDispatch(b, "fan", api.State{})
+	slow.wait()
+	for wfInfo(b, id).Status != api.WorkflowFailed { // b0 is buried while b1 runs
+		runtime.Gosched()
+	}
+	slow.open()
+	b.idle()
+	failed := wfWant(b, id, api.WorkflowFailed)
+	if wfState(failed.State) != "map[]" || wfCount(b.records(), id, record.KindStepCompleted) != 0 {
+		t.Fatalf("WF-20: the late success changed the failed workflow: %+v", failed)
+	}
+	mu.Lock()
+	failing = false
+	mu.Unlock()
+	if err := b.eng.RetryWorkflow(b.ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	b.idle()
+	info := wfWant(b, id, api.WorkflowCompleted)
+	if got := strings.Join(rec.get(), ","); got != "b0,b1,b0,after map[b0:true b1:true]" && got != "b1,b0,b0,after map[b0:true b1:true]" {
+		t.Fatalf("WF-18: runs %s, want b1 once and its output merged", got)
 	}
 	if got := wfState(info.State); got != "map[b0:true b1:true]" {
 		t.Fatalf("WF-18: %s", got)

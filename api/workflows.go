@@ -254,8 +254,11 @@ func (e *Engine) CancelWorkflow(ctx context.Context, id string) error {
 }
 
 // RetryWorkflow retries a failed workflow: its current step is re-entered
-// with fresh attempts; deadline_at is unchanged (WF-18, WD-13). An ended
-// ctx returns its error and appends nothing (see [Engine]).
+// with fresh attempts; deadline_at is unchanged (WF-18, WD-13). A Parallel
+// step runs again only the branches that have not succeeded, counting those
+// that succeeded after the failure; their outputs are merged when the step
+// completes. An ended ctx returns its error and appends nothing (see
+// [Engine]).
 func (e *Engine) RetryWorkflow(ctx context.Context, id string) error {
 	if err := e.admit(); err != nil {
 		return err

@@ -151,11 +151,14 @@ func apply(s *State, r record.Record) error {
 		releaseUnique(s, j)
 		s.dropJob(j)
 		s.Completed++
-		// A step's branch output counts only while its workflow is still
-		// at that step and running or paused; a late result is discarded
-		// (WF-20).
+		// A step's branch output counts while its workflow is still at
+		// that step and running or paused. It is kept, not merged, while
+		// the workflow is failed at that step: a retry then starts no new
+		// job for the branch (WF-18), and its output is merged when the
+		// step completes. For a cancelled or completed workflow, a late
+		// result is discarded (WF-20).
 		if w, ok := s.Workflows[j.WorkflowID]; ok && w.Step == j.Step &&
-			(w.Status == WorkflowRunning || w.Status == WorkflowPaused) {
+			(w.Status == WorkflowRunning || w.Status == WorkflowPaused || w.Status == WorkflowFailed) {
 			w.Branches = append(w.Branches, BranchOutput{Branch: j.Branch, Output: b.Output})
 		}
 	case *record.AttemptRetryScheduled:
