@@ -24,7 +24,8 @@ type State map[string]any
 // StepFunc is the handler of a Then or Parallel step: it receives a copy of
 // the workflow's public state and returns the keys to merge into it (WF-3),
 // or an error (a [Permanent] one fails the step at once, others are
-// retried). Output keys starting with "_" are dropped.
+// retried). Output keys starting with "_" are dropped before anything is
+// journaled.
 type StepFunc func(ctx context.Context, d *Delivery, state State) (State, error)
 
 // DeadlineFunc is an on-deadline handler (WD-10): it receives the public
@@ -665,7 +666,7 @@ func (e *Engine) stepHandler(name string, fn StepFunc) *handlerEntry {
 		if err != nil {
 			return nil, err
 		}
-		b, err := encodeState(out)
+		b, err := encodeState(publicOnly(out))
 		if err != nil {
 			return nil, Permanent(CodeOutputInvalid, err)
 		}

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -497,7 +498,7 @@ func TestWF12_PublicStateOnlyInStatusHandlersSignalsAndChildren(t *testing.T) {
 	if got := wfState(info.State); got != "map[source:s3://bucket/x temp_file:import-42.csv]" {
 		t.Fatalf("WF-12: status shows %s", got)
 	}
-	if err := b.eng.Signal(b.ctx, id, "go", api.State{"approved": true, "_sig": 1}); err != nil {
+	if err := b.eng.Signal(b.ctx, id, "go", api.State{"approved": true, "_signal_secret": 1}); err != nil {
 		t.Fatal(err)
 	}
 	b.idle()
@@ -517,6 +518,17 @@ func TestWF12_PublicStateOnlyInStatusHandlersSignalsAndChildren(t *testing.T) {
 	started := wfBodies[*record.WorkflowStarted](b.records())
 	if !strings.Contains(string(started[0].State), "_import_token") {
 		t.Fatal("WF-12: private dispatch keys must be stored")
+	}
+	// Outputs and signals cannot write "_" keys, so none reaches the
+	// journal: a secret a step returns is not on disk.
+	for _, r := range b.records() {
+		enc, err := record.EncodeValue(r.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(enc, []byte("_secret")) || bytes.Contains(enc, []byte("_signal_secret")) {
+			t.Fatalf("WF-12: record %d (%s) holds a private output or signal key: %+v", r.Seq, r.Kind(), r.Body)
+		}
 	}
 	b.checkReplay()
 }

@@ -24,6 +24,25 @@ func encodeState(s State) ([]byte, error) {
 	return replay.EncodeState(map[string]any(s))
 }
 
+// publicOnly returns s without its "_" keys, s itself when it has none.
+// Step outputs and signal payloads cannot write them (WF-3, WF-12), so
+// they are dropped before anything is journaled: a secret returned under
+// a "_" key never reaches the disk.
+func publicOnly(s State) State {
+	for k := range s {
+		if !replay.IsPublicKey(k) {
+			out := make(State, len(s))
+			for k, v := range s {
+				if replay.IsPublicKey(k) {
+					out[k] = v
+				}
+			}
+			return out
+		}
+	}
+	return s
+}
+
 type deadlineEntry struct {
 	name string
 	fn   DeadlineFunc
@@ -193,7 +212,8 @@ func (e *Engine) encodeUserState(what string, s State) ([]byte, error) {
 // Signal sends a signal to workflow id (WF-19). It is stored whatever the
 // workflow's status, so a signal sent before its wait is reached satisfies
 // it later; a waiting workflow settles in the same append (WF-6). A nil
-// payload is an empty one. An unknown, completed or cancelled workflow is
+// payload is an empty one; its keys starting with "_" are dropped before
+// it is journaled (WF-12). An unknown, completed or cancelled workflow is
 // refused. A workflow holding [StoredSignalsMax] unconsumed signals, or
 // four times Options.PayloadBytesMax of their payloads, refuses more with
 // [ErrSignalLimit], except one its current wait step needs: a name it
@@ -206,7 +226,7 @@ func (e *Engine) Signal(ctx context.Context, id, name string, payload State) err
 	if err := validateName(name); err != nil {
 		return &NameError{Kind: "signal", Name: name, Err: err}
 	}
-	b, err := e.encodeUserState("signal payload", payload)
+	b, err := e.encodeUserState("signal payload", publicOnly(payload))
 	if err != nil {
 		return err
 	}
