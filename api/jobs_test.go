@@ -247,6 +247,22 @@ func TestJB3_PanicIsRetryableWithStack(t *testing.T) {
 	t.Fatal("no attempt_buried record")
 }
 
+// DL-4: a fixed backoff of 2 minutes needs no Max. MaxBackoff defaulted to
+// 60 s whatever the Base, below its own lower bound, so the policy was
+// refused unless the caller also set a Max that fixed backoff never uses.
+func TestJB4_FixedBackoffLongerThanTheDefaultCapNeedsNoMax(t *testing.T) {
+	b := setup(t, nil)
+	if err := api.Handle(b.eng, "fail", func(context.Context, *api.Delivery, msg) error { return errors.New("down") }); err != nil {
+		t.Fatal(err)
+	}
+	id := b.enqueue("fail", msg{}, api.Backoff(api.BackoffPolicy{Kind: api.BackoffFixed, Base: 2 * time.Minute}))
+	b.start()
+	b.idle()
+	if j := b.wantStatus(id, api.JobPending); !j.AvailableAt.Equal(t0.Add(2 * time.Minute)) {
+		t.Fatalf("retry available at %v, want %v", j.AvailableAt, t0.Add(2*time.Minute))
+	}
+}
+
 func TestJB4_MaxAttemptsAndFixedBackoffPerJob(t *testing.T) {
 	b := setup(t, nil)
 	if err := api.Handle(b.eng, "fail", func(ctx context.Context, d *api.Delivery, in msg) error {

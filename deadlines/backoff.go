@@ -59,7 +59,8 @@ type Backoff struct {
 	Kind BackoffKind
 	// Base is BackoffBase: 100 ms..300 s. Zero means 1 s.
 	Base time.Duration
-	// Max is MaxBackoff, the cap: Base..900 s. Zero means 60 s.
+	// Max is MaxBackoff, the cap: Base..900 s. Zero means 60 s, or Base
+	// when Base is longer.
 	Max time.Duration
 	// JitterRatio r spreads each delay over {nominal − spread, nominal,
 	// nominal + spread} with spread = round(nominal·r) to the millisecond.
@@ -72,15 +73,17 @@ type Backoff struct {
 	List []time.Duration
 }
 
-// WithDefaults returns p with a zero Base and Max replaced by
-// [BackoffBaseDefault] and [MaxBackoffDefault]. The zero Kind is already
-// the default, exponential, and a zero JitterRatio means no jitter.
+// WithDefaults returns p with a zero Base replaced by [BackoffBaseDefault]
+// and a zero Max by [MaxBackoffDefault], or by Base when Base is longer:
+// MaxBackoff is valid from BackoffBase up (DL-4), so a Base of 2 minutes
+// alone is a valid policy. The zero Kind is already the default,
+// exponential, and a zero JitterRatio means no jitter.
 func (p Backoff) WithDefaults() Backoff {
 	if p.Base == 0 {
 		p.Base = BackoffBaseDefault
 	}
 	if p.Max == 0 {
-		p.Max = MaxBackoffDefault
+		p.Max = max(MaxBackoffDefault, p.Base)
 	}
 	return p
 }

@@ -183,6 +183,22 @@ func TestDL4_RetryPolicyRanges(t *testing.T) {
 	if err := def.Validate(); err != nil {
 		t.Fatalf("defaults rejected: %v", err)
 	}
+	// DL-4: MaxBackoff is valid from BackoffBase up, so an absent one
+	// never falls below a Base longer than its 60 s default.
+	for _, c := range []struct{ base, max time.Duration }{
+		{30 * time.Second, 60 * time.Second},
+		{60 * time.Second, 60 * time.Second},
+		{2 * time.Minute, 2 * time.Minute},
+		{BackoffBaseMax, BackoffBaseMax},
+	} {
+		p := Backoff{Kind: BackoffFixed, Base: c.base}.WithDefaults()
+		if p.Max != c.max {
+			t.Fatalf("Base %v alone: Max defaults to %v, want %v", c.base, p.Max, c.max)
+		}
+		if err := p.Validate(); err != nil {
+			t.Fatalf("Base %v alone is refused: %v", c.base, err)
+		}
+	}
 	if MaxAttemptsDefault != 3 {
 		t.Fatalf("MaxAttemptsDefault = %d", MaxAttemptsDefault)
 	}
