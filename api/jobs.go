@@ -325,7 +325,7 @@ func (e *Engine) mapJobErr(id string, err error) error {
 	case errorsIs(err, scheduler.ErrNotFound):
 		return &NameError{Kind: "job", Name: id, Err: ErrNotFound}
 	case errorsIs(err, scheduler.ErrState):
-		return fmt.Errorf("%w: %v", ErrState, err)
+		return stateErr(err)
 	}
 	return err
 }

@@ -804,12 +804,17 @@ func TestWF19_SignalTargets(t *testing.T) {
 	wfNoAppend(b, "refused signals", func() {
 		err := b.eng.Signal(b.ctx, "wf_unknown", "go", nil)
 		var ne *api.NameError
-		if !errors.Is(err, api.ErrNotFound) || !errors.As(err, &ne) || ne.Name != "wf_unknown" {
+		if !errors.Is(err, api.ErrNotFound) || !errors.As(err, &ne) || ne.Name != "wf_unknown" ||
+			err.Error() != `quire: workflow "wf_unknown": quire: not found` {
 			t.Errorf("WF-19: signal to an unknown id: %v", err)
 		}
-		for _, id := range []string{done, cancelled} {
-			if err := b.eng.Signal(b.ctx, id, "go", nil); !errors.Is(err, api.ErrState) || !strings.Contains(err.Error(), id) {
-				t.Errorf("WF-19: signal to finished %s: %v", id, err)
+		for id, status := range map[string]string{done: "completed", cancelled: "cancelled"} {
+			err := b.eng.Signal(b.ctx, id, "go", nil)
+			// Worded once, and of the workflow: not "scheduler: job is not
+			// in a state...".
+			if want := "quire: operation not allowed in this state: workflow " + id + " is " + status; !errors.Is(err, api.ErrState) ||
+				!strings.HasPrefix(err.Error(), want) || strings.Contains(err.Error(), "job") || strings.Contains(err.Error(), "scheduler") {
+				t.Errorf("WF-19: signal to finished %s: %v, want %q...", id, err, want)
 			}
 		}
 		if err := b.eng.Signal(b.ctx, failed, "", nil); err == nil {

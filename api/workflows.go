@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/quire-dev/quire/journal/record"
@@ -293,11 +294,17 @@ func (e *Engine) mapWorkflowErr(id string, err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, scheduler.ErrNotFound):
-		return &NameError{Kind: "workflow", Name: id, Err: fmt.Errorf("%w: %v", ErrNotFound, err)}
+		return &NameError{Kind: "workflow", Name: id, Err: ErrNotFound}
 	case errors.Is(err, scheduler.ErrState):
-		return fmt.Errorf("%w: %v", ErrState, err)
+		return stateErr(err)
 	}
 	return err
+}
+
+// stateErr is a scheduler.ErrState refusal as an [ErrState], worded once:
+// "quire: operation not allowed in this state: workflow wf_… is completed".
+func stateErr(err error) error {
+	return fmt.Errorf("%w: %s", ErrState, strings.TrimPrefix(err.Error(), scheduler.ErrState.Error()+": "))
 }
 
 // WorkflowStatus is a workflow's status (WF-9).

@@ -16,8 +16,8 @@ import (
 // Errors the machine returns for refused inputs. Nothing is decided or
 // appended for a refused input.
 var (
-	ErrNotFound     = errors.New("scheduler: no such job")
-	ErrState        = errors.New("scheduler: job is not in a state that allows this")
+	ErrNotFound     = errors.New("scheduler: not found")
+	ErrState        = errors.New("scheduler: not in a state that allows this")
 	ErrStaleToken   = errors.New("scheduler: attempt token is revoked or unknown")
 	ErrNotRecovered = errors.New("scheduler: recovery has not run")
 )
