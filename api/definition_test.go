@@ -5,7 +5,6 @@ import (
 	"errors"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -168,12 +167,9 @@ func TestWF2_ChangedDefinitionHoldsStepJobsOfParkedInstance(t *testing.T) {
 // (WF-18, WF-21).
 func TestWF18_StatusShowsRetriedStepsFreshAttemptCounts(t *testing.T) {
 	b := setup(t, nil)
-	var mu sync.Mutex
-	failing := true
+	f := newFlaky()
 	step := func(ctx context.Context, d *api.Delivery, st api.State) (api.State, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if failing {
+		if f.fails() {
 			return nil, errors.New("flaky")
 		}
 		return api.State{"ok": true}, nil
@@ -198,13 +194,7 @@ func TestWF18_StatusShowsRetriedStepsFreshAttemptCounts(t *testing.T) {
 	counts(api.WorkflowRunning, 1, 1) // the first attempt of the new job failed
 	b.advance(time.Second)
 	counts(api.WorkflowFailed, 2, 2)
-	mu.Lock()
-	failing = false
-	mu.Unlock()
-	if err := b.eng.RetryWorkflow(b.ctx, id); err != nil {
-		t.Fatal(err)
-	}
-	b.idle()
+	wfHealAndRetry(b, f, id)
 	wfWant(b, id, api.WorkflowCompleted)
 	b.checkReplay()
 }
@@ -214,13 +204,10 @@ func TestWF18_StatusShowsRetriedStepsFreshAttemptCounts(t *testing.T) {
 // buried job's (WF-18, WF-21).
 func TestWF18_RetryOfParkedWorkflowShowsNoAttemptsUntilEntered(t *testing.T) {
 	b := setup(t, nil)
-	var mu sync.Mutex
-	failing := true
+	f := newFlaky()
 	v1 := func() *api.Workflow {
 		return api.NewWorkflow("r").Then("a", func(ctx context.Context, d *api.Delivery, st api.State) (api.State, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			if failing {
+			if f.fails() {
 				return nil, api.Permanent("NO", errors.New("broken"))
 			}
 			return api.State{"ok": true}, nil
@@ -242,9 +229,7 @@ func TestWF18_RetryOfParkedWorkflowShowsNoAttemptsUntilEntered(t *testing.T) {
 	if info := wfWant(b, id, api.WorkflowRunning); !info.Parked || info.Attempts != 0 || info.Consumed != 0 {
 		t.Fatalf("WF-18: a retried step shows fresh counts: %+v", info)
 	}
-	mu.Lock()
-	failing = false
-	mu.Unlock()
+	f.heal()
 	b.reopen(func(e *api.Engine) { wfRegister(t, e, v1()) })
 	b.start()
 	b.idle()

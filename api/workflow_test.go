@@ -216,6 +216,39 @@ func (g *wfGate) wait() { <-g.started }
 
 func (g *wfGate) open() { g.once.Do(func() { close(g.release) }) }
 
+// flaky switches a step between failing and succeeding; the test heals it
+// while the engine's goroutines read it.
+type flaky struct {
+	mu      sync.Mutex
+	failing bool
+}
+
+func newFlaky() *flaky { return &flaky{failing: true} }
+
+// fails reports whether the step still fails.
+func (f *flaky) fails() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.failing
+}
+
+func (f *flaky) heal() {
+	f.mu.Lock()
+	f.failing = false
+	f.mu.Unlock()
+}
+
+// wfHealAndRetry lets f's step succeed, retries workflow id (WF-18) and
+// waits until the engine is idle.
+func wfHealAndRetry(b *testBundle, f *flaky, id string) {
+	b.t.Helper()
+	f.heal()
+	if err := b.eng.RetryWorkflow(b.ctx, id); err != nil {
+		b.t.Fatal(err)
+	}
+	b.idle()
+}
+
 // wfSpy is an on-deadline handler that reports each call's state.
 type wfSpy struct {
 	calls chan api.State
@@ -1404,13 +1437,10 @@ func TestWF18_RetryReentersCurrentStepWithFreshAttempts(t *testing.T) {
 func TestWF18_RetryParallelOnlyBranchesWithoutSuccess(t *testing.T) {
 	b := setup(t, func(o *api.Options) { o.Workers = 1 })
 	var rec recorder
-	var mu sync.Mutex
-	failing := true
+	f := newFlaky()
 	b1 := func(ctx context.Context, d *api.Delivery, st api.State) (api.State, error) {
 		rec.add("b1")
-		mu.Lock()
-		defer mu.Unlock()
-		if failing {
+		if f.fails() {
 			return nil, api.Permanent("NO", errors.New("b1 broke"))
 		}
 		return api.State{"b1": true}, nil
@@ -1424,13 +1454,7 @@ func TestWF18_RetryParallelOnlyBranchesWithoutSuccess(t *testing.T) {
 	id := wfDispatch(b, "fan", api.State{})
 	b.idle()
 	wfWant(b, id, api.WorkflowFailed)
-	mu.Lock()
-	failing = false
-	mu.Unlock()
-	if err := b.eng.RetryWorkflow(b.ctx, id); err != nil {
-		t.Fatal(err)
-	}
-	b.idle()
+	wfHealAndRetry(b, f, id)
 	info := wfWant(b, id, api.WorkflowCompleted)
 	if got := strings.Join(rec.get(), ","); got != "b0,b1,b1" {
 		t.Fatalf("WF-18: branch runs %s, want b0 once", got)
@@ -1450,14 +1474,11 @@ func TestWF18_RetryDoesNotRerunABranchThatSucceededAfterTheFailure(t *testing.T)
 	b := setup(t, nil)
 	var rec recorder
 	slow := newGate()
-	var mu sync.Mutex
-	failing := true
+	f := newFlaky()
 	wfRegister(t, b.eng, api.NewWorkflow("fan").Parallel("fan",
 		func(ctx context.Context, d *api.Delivery, st api.State) (api.State, error) {
 			rec.add("b0")
-			mu.Lock()
-			defer mu.Unlock()
-			if failing {
+			if f.fails() {
 				return nil, api.Permanent("NO", errors.New("b0 broke"))
 			}
 			return api.State{"b0": true}, nil
@@ -1478,13 +1499,7 @@ func TestWF18_RetryDoesNotRerunABranchThatSucceededAfterTheFailure(t *testing.T)
 	if wfState(failed.State) != "map[]" || wfCount(b.records(), id, record.KindStepCompleted) != 0 {
 		t.Fatalf("WF-20: the late success changed the failed workflow: %+v", failed)
 	}
-	mu.Lock()
-	failing = false
-	mu.Unlock()
-	if err := b.eng.RetryWorkflow(b.ctx, id); err != nil {
-		t.Fatal(err)
-	}
-	b.idle()
+	wfHealAndRetry(b, f, id)
 	info := wfWant(b, id, api.WorkflowCompleted)
 	if got := strings.Join(rec.get(), ","); got != "b0,b1,b0,after map[b0:true b1:true]" && got != "b1,b0,b0,after map[b0:true b1:true]" {
 		t.Fatalf("WF-18: runs %s, want b1 once and its output merged", got)
