@@ -79,3 +79,6 @@ func SetSnapshotWriteHook(f func(seq uint64)) { testHookSnapshotWrite = f }
 // SnapshotHeld reports whether the engine's next append waits for a
 // snapshot being written (RL-12).
 func SnapshotHeld(e *Engine) (bool, error) { return e.r.SnapshotHeld(context.Background()) }
+
+// SetInitiatedHook sets testHookInitiated; nil clears it.
+func SetInitiatedHook(f func()) { testHookInitiated = f }

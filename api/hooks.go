@@ -17,6 +17,11 @@ var testHookStartup func(step string) error
 // first action.
 var testHookPhaseStarted func(phase int)
 
+// testHookInitiated, when set by a test, runs once a shutdown's root is
+// installed and ShutdownStarted is closed, before the coordinator goes on
+// to phase 1: a test makes work startable in that window.
+var testHookInitiated func()
+
 // testHookSnapshotWrite, when set by a test before Open, runs on the
 // snapshot goroutine before the snapshot at seq is written: a test blocks
 // it there to hold a snapshot on its way.

@@ -121,8 +121,12 @@ var _ shutdown.Engine = shutdownEngine{}
 
 func (s shutdownEngine) InstallRoot(root deadlines.Root) {
 	// Admission closes with the initiation: nothing new is admitted once a
-	// shutdown is requested (SD-12).
+	// shutdown is requested (SD-12), and the dispatcher starts nothing
+	// more. A start decided after the root is installed would run under a
+	// budget its attempt_started does not record (DL-7), and a job
+	// released by the drain would start again at once.
 	s.e.beginDraining()
+	_ = s.e.r.StopAdmission(context.Background())
 	s.e.counts.mark()
 	// The coordinator settles what is left at the forced owner cutoff
 	// (DL-41): owners hand it their tokens from then on.
@@ -130,6 +134,9 @@ func (s shutdownEngine) InstallRoot(root deadlines.Root) {
 	_ = s.e.r.InstallRoot(context.Background(), root)
 	s.e.initiated.Store(true)
 	s.e.startedOnce.Do(func() { close(s.e.started) })
+	if testHookInitiated != nil {
+		testHookInitiated()
+	}
 }
 
 // ShutdownStarted returns a channel closed once a shutdown was initiated

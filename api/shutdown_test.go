@@ -436,6 +436,45 @@ func TestSD12_NoAttemptStartsAfterPhaseOneStarts(t *testing.T) {
 	}
 }
 
+// TestSD12_NoAttemptStartsOnceShutdownStartedIsClosed: admission closes
+// with the initiation (ShutdownStarted), and so does the dispatcher. A slot
+// that frees between the initiation and phase 1 used to start the next
+// ready job, under a budget its attempt_started did not cap by the root
+// (DL-7); a job released by the drain was started again the same way.
+func TestSD12_NoAttemptStartsOnceShutdownStartedIsClosed(t *testing.T) {
+	b := setup(t, func(o *api.Options) { o.Workers = 1 })
+	started, release := blocking(t, b.eng)
+	var rec recorder
+	if err := api.Handle(b.eng, "ok", okHandler(&rec)); err != nil {
+		t.Fatal(err)
+	}
+	first := b.enqueue("block", msg{N: 1})
+	next := b.enqueue("ok", msg{N: 2}) // ready, waiting for the one slot
+	b.start()
+	<-started
+	api.SetInitiatedHook(func() {
+		select {
+		case <-b.eng.ShutdownStarted():
+		default:
+			t.Error("the hook runs before ShutdownStarted is closed")
+		}
+		close(release) // the slot frees in the window before phase 1
+		for b.status(first).Status != api.JobCompleted {
+			runtime.Gosched()
+		}
+		_ = api.Sync(b.eng)
+	})
+	defer api.SetInitiatedHook(nil)
+	if err := b.eng.Shutdown(b.ctx); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	api.SetInitiatedHook(nil)
+	b.open() // the journal's view, without starting
+	if j := b.status(next); j.Status != api.JobPending || j.Attempts != 0 || len(rec.get()) != 0 {
+		t.Fatalf("SD-12: the ready job is %s after %d attempts (ran %v), want pending and never started", j.Status, j.Attempts, rec.get())
+	}
+}
+
 // TestSD12_PauseCancelBuryUntilPhaseFour: during a shutdown, cancel (like
 // pause, bury and queue pause) is accepted until phase 4 starts; from then
 // on all four are refused with ErrShuttingDown, appending nothing (SD-12).
