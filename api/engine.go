@@ -685,6 +685,14 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 		}
 		return err
 	}
+	e.mu.Lock()
+	failed := e.lifecycle == Failed && e.fatal != nil
+	e.mu.Unlock()
+	if failed {
+		// The failure came first: onFatal's initiation may still be on
+		// its way, and the shutdown's trigger is the failure's (SD-23).
+		e.coord.Fail(CodeJournalCommitFailed)
+	}
 	e.beginDraining()
 	e.coord.Initiate(shutdown.TriggerAPI)
 	if err := e.coord.Wait(ctx); err != nil {

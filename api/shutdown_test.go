@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
 	"github.com/quire-dev/quire/api"
 	"github.com/quire-dev/quire/journal"
@@ -578,5 +581,54 @@ func TestClosedJournalUnderACallIsErrClosed(t *testing.T) {
 	}
 	if err := b.eng.Checkpoint(b.t.TempDir() + "/cp"); !errors.Is(err, api.ErrClosed) {
 		t.Fatalf("Checkpoint: %v, want ErrClosed", err)
+	}
+}
+
+// TestSD23_CommitFailureForcesAttemptsWithRuntimeFailure: a failed commit
+// forces running attempts with ReasonRuntimeFailure, not a cancellation
+// (SD-23, DL-18), and an attempt's goroutine leaves the quarantine count
+// when it returns (SD-25): the loop that would have observed its return is
+// gone, so the goroutine reports it. It used to stay counted for good.
+func TestSD23_CommitFailureForcesAttemptsWithRuntimeFailure(t *testing.T) {
+	var failing atomic.Bool
+	fs := errorfs.Wrap(vfs.NewMem(), errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if failing.Load() && strings.HasSuffix(op.Path, ".log") && op.Kind.ReadOrWrite() == errorfs.OpIsWrite {
+			return errorfs.ErrInjected
+		}
+		return nil
+	}))
+	b := setup(t, func(o *api.Options) { o.FS = fs })
+	started, reasons := make(chan struct{}, 1), make(chan api.Reason, 1)
+	if err := api.Handle(b.eng, "wait", func(ctx context.Context, d *api.Delivery, in msg) error {
+		started <- struct{}{}
+		<-ctx.Done()
+		r, _, _ := d.Cancellation().Reason()
+		reasons <- r
+		return ctx.Err()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	b.enqueue("wait", msg{})
+	b.start()
+	<-started
+	failing.Store(true)
+	if _, err := b.eng.Enqueue(b.ctx, "wait", msg{N: 2}); !errors.Is(err, api.ErrFailStop) {
+		t.Fatalf("enqueue on a failing journal: %v, want ErrFailStop", err)
+	}
+	if r := <-reasons; r != api.ReasonRuntimeFailure {
+		t.Fatalf("SD-23: the running attempt was forced with %v, want %v", r, api.ReasonRuntimeFailure)
+	}
+	// The handler returns right after reporting its reason.
+	for i := 0; i < 1_000_000 && api.QuarantineOf(b.eng).Executions != 0; i++ {
+		runtime.Gosched()
+	}
+	if q := api.QuarantineOf(b.eng); q.Executions != 0 {
+		t.Fatalf("SD-25: %d executions still quarantined after the handler returned", q.Executions)
+	}
+	if err := b.eng.Shutdown(b.ctx); !errors.Is(err, api.ErrFailStop) {
+		t.Fatalf("shutdown after a fail-stop: %v", err)
+	}
+	if rep := b.eng.ShutdownReport(); rep == nil || rep.Trigger != shutdown.TriggerRuntimeFailure || rep.FailureCode != "JOURNAL_COMMIT_FAILED" {
+		t.Fatalf("SD-23: report %+v", rep)
 	}
 }

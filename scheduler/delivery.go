@@ -264,6 +264,11 @@ type Attempt struct {
 
 	c        atomic.Pointer[time.Time] // cooperative deadline, once a reason is recorded
 	returned atomic.Bool
+	// orphaned is set when a fail-stop abandons the attempt while its
+	// execution runs: the loop is gone, so the goroutine itself takes its
+	// count out of the quarantine when it returns; uncounted makes that
+	// happen once (Runner.abandonAll).
+	orphaned, uncounted atomic.Bool
 
 	mu     sync.Mutex
 	frozen bool

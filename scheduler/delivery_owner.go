@@ -331,6 +331,9 @@ func (r *Runner) execute(att *Attempt) {
 			res = Result{Failure: &Failure{Code: CodeHandlerExited, Message: "the execution goroutine exited without returning"}}
 		}
 		att.returned.Store(true)
+		if att.orphaned.Load() {
+			r.unquarantineOrphan(att)
+		}
 		res.Token = att.Token
 		r.execWG.Done()
 		select {
@@ -947,6 +950,15 @@ func outcomeOf(b record.Body) *record.Outcome {
 	return nil
 }
 
+// unquarantineOrphan takes an execution abandoned by a fail-stop out of
+// the quarantine count once it has returned, whichever of its goroutine
+// and abandonAll sees both flags first.
+func (r *Runner) unquarantineOrphan(att *Attempt) {
+	if att.uncounted.CompareAndSwap(false, true) {
+		r.q.execs.Add(-1)
+	}
+}
+
 // tearDown is the final abort of every owner when the loop stops (SD-14):
 // it runs once the appends in flight are acknowledged, and again on every
 // pass of the loop until it reports that the loop may end. Each owner is
@@ -1023,14 +1035,22 @@ func (r *Runner) abandonAll() {
 	now := r.cfg.Clock.Now()
 	for _, tok := range r.tokens() {
 		a := r.attempts[tok]
-		a.att.sig.record(deadlines.ReasonRuntimeCancellation, now)
+		// SD-23: a failed commit forces running attempts with
+		// ReasonRuntimeFailure (DL-18).
+		a.att.sig.record(deadlines.ReasonRuntimeFailure, now)
 		a.att.freeze()
 		switch {
 		case a.phase == phaseRunning:
+			// Counted until its goroutine returns, which it reports
+			// itself: the loop that would observe it ends here.
 			r.q.execs.Add(1)
+			a.att.orphaned.Store(true)
+			if a.att.returned.Load() {
+				r.unquarantineOrphan(a.att)
+			}
 		case a.hook != nil:
 			a.att.setTerm(a.hook.idx, HookInterrupted)
-			a.hook.sig.record(deadlines.ReasonRuntimeCancellation, now)
+			a.hook.sig.record(deadlines.ReasonRuntimeFailure, now)
 			r.q.hooks.Add(1)
 		}
 		if a.scopeRunning || !a.att.scope.empty() {
