@@ -728,11 +728,14 @@ func (e *Engine) finish() error {
 // Close shuts the engine down as [Engine.Shutdown] does. If ctx ends
 // before the shutdown is over, force is requested and the root is cut to
 // now: attempts still running are abandoned without a settlement (the
-// root has expired, DL-39) and are delivered again at the next Open
-// (DL-44), and Close returns once the journal is closed. If ctx has already ended and no
-// shutdown was initiated, Close abandons the engine without one, as a
-// crash would: running attempts are redelivered at the next Open (DL-44).
-// Later calls return the first result.
+// root has expired, DL-39), and Close returns once the journal is closed.
+// If ctx has already ended and no shutdown was initiated, Close abandons
+// the engine without one. Either way the abandoned attempts are treated as
+// a crash treats them (DL-44): each counts as consumed, and its job is
+// delivered again at the next Open, or buried there if that was its last
+// attempt. A shutdown that ends within its budget releases them instead,
+// consuming nothing: give Close a ctx that outlasts Options.ShutdownTimeout
+// where that matters. Later calls return the first result.
 //
 // Close's error reports a failed shutdown ([shutdown.ErrFailed]), a
 // fail-stop ([ErrFailStop]) and the journal's close, but not an
