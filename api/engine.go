@@ -606,11 +606,37 @@ func (e *Engine) Run(ctx context.Context) error {
 	// arrives once work runs is always the engine's to handle (SD-20).
 	sig := make(chan os.Signal, 4)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM, syscall.SIGQUIT)
+	// The listener is the shutdown's signal monitor: phase 5 stops it and
+	// joins its goroutine, and the report accounts for it (SD-16). Until
+	// then it hears a second signal, which forces.
+	var (
+		stop     = make(chan struct{})
+		stopOnce sync.Once
+		monDone  = make(chan struct{})
+		started  atomic.Bool
+	)
+	// Handed over before Start: a shutdown initiated from then on accounts
+	// for the monitor. (One initiated earlier could not have; Run's own
+	// join below covers its goroutine either way.)
+	_ = e.coord.SetSignalMonitor(func(ctx context.Context) error {
+		stopOnce.Do(func() { close(stop) })
+		if !started.Load() {
+			signal.Stop(sig)
+			return nil
+		}
+		select {
+		case <-monDone:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
 	if err := e.Start(ctx); err != nil {
+		stopOnce.Do(func() { close(stop) })
 		signal.Stop(sig)
 		return err
 	}
-	monDone := make(chan struct{})
+	started.Store(true)
 	go func() {
 		defer close(monDone)
 		defer signal.Stop(sig)
@@ -624,6 +650,8 @@ func (e *Engine) Run(ctx context.Context) error {
 			case <-ctxDone:
 				ctxDone = nil
 				e.coord.Initiate(shutdown.TriggerContext)
+			case <-stop:
+				return
 			case <-e.coord.Done():
 				return
 			}

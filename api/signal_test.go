@@ -170,6 +170,11 @@ func TestSD20_RunShutsDownGracefullyOnSIGTERM(t *testing.T) {
 	if init.Trigger != "sigterm" || rep.Completion != "graceful_completed" || rep.Forced || forceRequested {
 		t.Fatalf("SD-20: trigger %q completion %q forced %t", init.Trigger, rep.Completion, rep.Forced)
 	}
+	// SD-16: Run's listener is the shutdown's signal monitor, stopped and
+	// joined in phase 5: owned, started, terminal and succeeded.
+	if len(rep.Dependencies) != 3 || rep.Dependencies[1] != 0b1111 {
+		t.Fatalf("SD-16: signal monitor bits %v, want owned|started|terminal|succeeded", rep.Dependencies)
+	}
 }
 
 func TestSD20_SecondSIGTERMForces(t *testing.T) {

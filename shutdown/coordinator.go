@@ -118,6 +118,21 @@ func New(opts Options) (*Coordinator, error) {
 	}, nil
 }
 
+// SetSignalMonitor hands the coordinator the stop function of an OS signal
+// listener started after New (the run entry point's, SD-20), as
+// Options.SignalMonitorStopFunc would: phase 5 stops it and the report
+// accounts for it (SD-16). It reports false, and changes nothing, once a
+// shutdown was initiated: the phases may already have passed it by.
+func (c *Coordinator) SetSignalMonitor(stop func(ctx context.Context) error) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.initiated {
+		return false
+	}
+	c.sigStop = stop
+	return true
+}
+
 // Initiate requests a shutdown by t and reports whether this call was the
 // first initiation. The first one anchors the root at the current instant
 // (SD-3): Hr = now + ShutdownTimeout, G = max(Hr − min(total/4, 2 s), now)
