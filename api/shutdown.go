@@ -79,9 +79,16 @@ func (e *Engine) ShutdownReport() *shutdown.Report { return e.coord.Report() }
 
 // Force requests force for the shutdown in progress (SD-22): running
 // attempts get ReasonForcedShutdown and every remaining action takes its
-// force path. It returns an error matching [shutdown.ErrNotInitiated]
-// before any initiation.
-func (e *Engine) Force() error { return e.coord.Force(shutdown.TriggerAPI) }
+// force path. It returns once every running attempt has its reason
+// (DL-18), or the drain is over. It returns an error matching
+// [shutdown.ErrNotInitiated] before any initiation.
+func (e *Engine) Force() error {
+	if err := e.coord.Force(shutdown.TriggerAPI); err != nil {
+		return err
+	}
+	<-e.coord.DrainForced()
+	return nil
+}
 
 // settleCounts counts settlement records as the journal acknowledges them,
 // for the shutdown counters (SD-25).

@@ -182,6 +182,31 @@ func TestSD22_ForceBeforeInitiationIsTyped(t *testing.T) {
 	}
 }
 
+// TestDL18_ForceReturnsOnceAttemptsHaveTheirReason: Force publishes
+// ReasonForcedShutdown synchronously (DL-18): when it returns, a running
+// attempt already has it. It used to return as soon as the request was
+// noted, before the coordinator told the attempts.
+func TestDL18_ForceReturnsOnceAttemptsHaveTheirReason(t *testing.T) {
+	b := setup(t, nil)
+	started, release := blocking(t, b.eng)
+	b.enqueue("block", msg{})
+	b.start()
+	d := <-started
+	res := make(chan error, 1)
+	go func() { res <- b.eng.Shutdown(b.ctx) }()
+	<-b.eng.ShutdownStarted()
+	if err := b.eng.Force(); err != nil {
+		t.Fatal(err)
+	}
+	if r, at, ok := d.Cancellation().Reason(); !ok || r != api.ReasonForcedShutdown || !at.Equal(t0) {
+		t.Fatalf("DL-18: after Force the attempt has reason %v at %v (recorded %v), want forced_shutdown at %v", r, at, ok, t0)
+	}
+	close(release)
+	if err := <-res; err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+}
+
 func TestSD37_NeverYieldingHandlerIsIncomplete(t *testing.T) {
 	b := setup(t, func(o *api.Options) { o.ShutdownTimeout = 4 * time.Second })
 	started, _ := blocking(t, b.eng)

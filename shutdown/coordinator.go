@@ -43,8 +43,12 @@ type Coordinator struct {
 	changed chan struct{}
 
 	done chan struct{}
-	err  error // the shared result; written before done is closed
-	pub  Published
+	// drainForced is closed once the drain's force path has published its
+	// reason to the running attempts, or the drain ended without it.
+	drainForced     chan struct{}
+	drainForcedOnce sync.Once
+	err             error // the shared result; written before done is closed
+	pub             Published
 
 	// Owned by the coordinator goroutine.
 	journalErr error
@@ -115,6 +119,8 @@ func New(opts Options) (*Coordinator, error) {
 		telemetry: opts.Telemetry,
 		changed:   make(chan struct{}),
 		done:      make(chan struct{}),
+
+		drainForced: make(chan struct{}),
 	}, nil
 }
 
@@ -307,6 +313,14 @@ func (c *Coordinator) Wait(ctx context.Context) error {
 // Done returns a channel that is closed after phase 6, when the result is
 // final.
 func (c *Coordinator) Done() <-chan struct{} { return c.done }
+
+// DrainForced returns a channel that is closed once the drain's force path
+// has published its reason to every running attempt (DL-18), or the drain
+// ended without needing it. A caller of [Coordinator.Force] waits on it to
+// find the attempts already told.
+func (c *Coordinator) DrainForced() <-chan struct{} { return c.drainForced }
+
+func (c *Coordinator) drainForceDone() { c.drainForcedOnce.Do(func() { close(c.drainForced) }) }
 
 // Report returns a fresh copy of the published report, or nil until it is
 // published, after the runtime join (SD-26). The report is written once

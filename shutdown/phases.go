@@ -27,6 +27,7 @@ type pass struct {
 // Incomplete).
 func (c *Coordinator) run() {
 	defer close(c.done)
+	defer c.drainForceDone()
 	c.mu.Lock()
 	trigger := c.trigger
 	c.mu.Unlock()
@@ -118,6 +119,7 @@ func (c *Coordinator) drain(p *pass) {
 	if a.Graceful != OutcomeCompleted {
 		a.Forced = c.forceDrain(e)
 	}
+	c.drainForceDone() // no attempt is left to tell
 	p.drainJoined = a.Graceful == OutcomeCompleted || a.Forced == OutcomeCompleted
 	var n Counters
 	protect(func() { n = c.eng.Counters() })
@@ -138,7 +140,9 @@ func (c *Coordinator) forceDrain(e time.Time) Outcome {
 	// graceful path ended at G does not turn it into ReasonForcedShutdown.
 	reason := deadlines.ForceReason(v.force.requestedBy(e), v.root, e)
 	var latest time.Time
-	if !protect(func() { latest = c.eng.ForceAttempts(reason, e) }) {
+	ok := protect(func() { latest = c.eng.ForceAttempts(reason, e) })
+	c.drainForceDone()
+	if !ok {
 		return OutcomePanicked
 	}
 	end := func(v view) time.Time { return v.root.DrainForceDeadline(e, latest) }
