@@ -754,16 +754,17 @@ func (e *Engine) finish() error {
 }
 
 // Close shuts the engine down as [Engine.Shutdown] does. If ctx ends
-// before the shutdown is over, force is requested and the root is cut to
-// now: attempts still running are abandoned without a settlement (the
-// root has expired, DL-39), and Close returns once the journal is closed.
-// If ctx has already ended and no shutdown was initiated, Close abandons
-// the engine without one. Either way the abandoned attempts are treated as
-// a crash treats them (DL-44): each counts as consumed, and its job is
-// delivered again at the next Open, or buried there if that was its last
-// attempt. A shutdown that ends within its budget releases them instead,
-// consuming nothing: give Close a ctx that outlasts Options.ShutdownTimeout
-// where that matters. Later calls return the first result.
+// before the shutdown is over, force is requested, the attempts still
+// running are released at once (DL-41, DL-42: they consume nothing, and
+// their jobs are delivered again at the next Open), the root is cut to
+// now, and Close returns once the journal is closed. An attempt whose
+// termination hooks do not finish within the final cleanup window (DL-30)
+// is left unsettled instead, as is every running attempt when ctx has
+// already ended and no shutdown was initiated: Close then abandons the
+// engine without a shutdown. An unsettled attempt is treated as a crash
+// treats it (DL-44): it counts as consumed, and its job is delivered again
+// at the next Open, or buried there if that was its last attempt. Later
+// calls return the first result.
 //
 // Close's error reports a failed shutdown ([shutdown.ErrFailed]), a
 // fail-stop ([ErrFailStop]) and the journal's close, but not an
@@ -795,9 +796,37 @@ func (e *Engine) Close(ctx context.Context) error {
 	}
 	if err != nil {
 		e.coord.Force(shutdown.TriggerAPI)
+		e.releaseRunning()
 		e.coord.Install(deadlines.NewRoot(e.clk.Now(), 0))
 	}
 	return closeResult(e.finish())
+}
+
+// releaseRunning is Close's final abort when its ctx ends during a
+// shutdown: every attempt still running has its settlement authority
+// revoked and is released now (DL-41, DL-42), so that it consumes nothing
+// and its job is delivered again at the next Open (DL-6). Cutting the root
+// first would leave them unsettled, counted as consumed as after a crash
+// (DL-39, DL-44): a job on its last attempt would be buried. The releases
+// are waited for at most the final cleanup window (DL-30) on the engine's
+// clock; what has not settled by then is left to the cut root.
+func (e *Engine) releaseRunning() {
+	n, err := e.r.Revoke(context.Background(), deadlines.ReasonForcedShutdown, e.clk.Now())
+	if err != nil || n == 0 {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	t := e.clk.NewTimer(deadlines.FinalCleanupWindow)
+	defer t.Stop()
+	go func() {
+		select {
+		case <-t.C():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	_ = e.r.Drain(ctx)
 }
 
 // closeResult keeps Close's contract: it reports the journal's errors and

@@ -657,3 +657,39 @@ func TestSD23_CommitFailureForcesAttemptsWithRuntimeFailure(t *testing.T) {
 		t.Fatalf("SD-23: report %+v", rep)
 	}
 }
+
+// TestDL42_CloseWhoseCtxEndsReleasesWhatRuns: a Close whose ctx ends while
+// a shutdown drains releases the attempts still running (DL-41, DL-42)
+// before it cuts the root: they consume nothing (DL-6), and a job on its
+// last attempt is delivered again. Cutting the root first left them
+// unsettled, consumed as after a crash (DL-44), and such a job was buried
+// at the next Open.
+func TestDL42_CloseWhoseCtxEndsReleasesWhatRuns(t *testing.T) {
+	b := setup(t, nil)
+	started := make(chan struct{}, 1)
+	if err := api.Handle(b.eng, "coop", func(ctx context.Context, d *api.Delivery, in msg) error {
+		started <- struct{}{}
+		<-ctx.Done()
+		return ctx.Err()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	id := b.enqueue("coop", msg{}, api.MaxAttempts(1))
+	b.start()
+	<-started
+	go b.eng.Shutdown(context.Background())
+	<-b.eng.ShutdownStarted()
+	ended, cancel := context.WithCancel(b.ctx)
+	cancel()
+	if err := b.eng.Close(ended); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if rep := b.eng.ShutdownReport(); rep == nil || rep.Released != 1 || rep.Unresolved != 0 {
+		t.Fatalf("DL-42: report %+v, want the attempt released", rep)
+	}
+	b.open()
+	if j := b.status(id); j.Status != api.JobPending || j.Consumed != 0 || j.Attempts != 1 {
+		t.Fatalf("DL-6: after the reopen the job is %s, consumed %d of %d attempts (%s), want pending and nothing consumed",
+			j.Status, j.Consumed, j.Attempts, j.LastCode)
+	}
+}
