@@ -61,6 +61,19 @@ func blocking(t *testing.T, e *api.Engine) (started chan *api.Delivery, release 
 	return started, release
 }
 
+// shutdownBlocked runs a "block" job (see blocking), and once it runs
+// starts a shutdown on a goroutine: res gets the shutdown's result.
+func shutdownBlocked(b *testBundle) (d *api.Delivery, release chan struct{}, res chan error) {
+	b.t.Helper()
+	started, release := blocking(b.t, b.eng)
+	b.enqueue("block", msg{})
+	b.start()
+	d = <-started
+	res = make(chan error, 1)
+	go func() { res <- b.eng.Shutdown(b.ctx) }()
+	return d, release, res
+}
+
 func TestSD11_SD17_SD33_GracefulShutdownReportIsJournaled(t *testing.T) {
 	b := setup(t, nil)
 	var rec recorder
@@ -150,12 +163,7 @@ func TestSD11_SD17_SD33_GracefulShutdownReportIsJournaled(t *testing.T) {
 
 func TestSD12_EnqueueAfterInitiationIsRefused(t *testing.T) {
 	b := setup(t, nil)
-	started, release := blocking(t, b.eng)
-	b.enqueue("block", msg{})
-	b.start()
-	<-started
-	res := make(chan error, 1)
-	go func() { res <- b.eng.Shutdown(b.ctx) }()
+	_, release, res := shutdownBlocked(b)
 	awaitInitiated(b.eng)
 	if _, err := b.eng.Enqueue(b.ctx, "block", msg{}); !errors.Is(err, api.ErrShuttingDown) {
 		t.Fatalf("enqueue after initiation: %v, want ErrShuttingDown", err)
@@ -188,12 +196,7 @@ func TestSD22_ForceBeforeInitiationIsTyped(t *testing.T) {
 // noted, before the coordinator told the attempts.
 func TestDL18_ForceReturnsOnceAttemptsHaveTheirReason(t *testing.T) {
 	b := setup(t, nil)
-	started, release := blocking(t, b.eng)
-	b.enqueue("block", msg{})
-	b.start()
-	d := <-started
-	res := make(chan error, 1)
-	go func() { res <- b.eng.Shutdown(b.ctx) }()
+	d, release, res := shutdownBlocked(b)
 	<-b.eng.ShutdownStarted()
 	if err := b.eng.Force(); err != nil {
 		t.Fatal(err)
@@ -209,12 +212,7 @@ func TestDL18_ForceReturnsOnceAttemptsHaveTheirReason(t *testing.T) {
 
 func TestSD37_NeverYieldingHandlerIsIncomplete(t *testing.T) {
 	b := setup(t, func(o *api.Options) { o.ShutdownTimeout = 4 * time.Second })
-	started, _ := blocking(t, b.eng)
-	b.enqueue("block", msg{})
-	b.start()
-	<-started
-	res := make(chan error, 1)
-	go func() { res <- b.eng.Shutdown(b.ctx) }()
+	_, _, res := shutdownBlocked(b)
 	awaitInitiated(b.eng)
 	b.clk.Advance(5 * time.Second) // past Hr = 4 s
 	err := <-res
@@ -233,12 +231,7 @@ func TestSD37_NeverYieldingHandlerIsIncomplete(t *testing.T) {
 
 func TestSD10_ForcedAtGWithShutdownDeadline(t *testing.T) {
 	b := setup(t, func(o *api.Options) { o.ShutdownTimeout = 30 * time.Second })
-	started, release := blocking(t, b.eng)
-	b.enqueue("block", msg{})
-	b.start()
-	d := <-started
-	res := make(chan error, 1)
-	go func() { res <- b.eng.Shutdown(b.ctx) }()
+	d, release, res := shutdownBlocked(b)
 	awaitInitiated(b.eng)
 	b.clk.Advance(28 * time.Second) // G = 30 − min(30/4, 2) = 28 s
 	<-d.Cancellation().Done()
@@ -256,12 +249,7 @@ func TestSD10_ForcedAtGWithShutdownDeadline(t *testing.T) {
 // running), then lets that shutdown finish on b's own files.
 func interruptedShutdown(b *testBundle) *vfs.MemFS {
 	b.t.Helper()
-	started, release := blocking(b.t, b.eng)
-	b.enqueue("block", msg{})
-	b.start()
-	<-started
-	res := make(chan error, 1)
-	go func() { res <- b.eng.Shutdown(b.ctx) }()
+	_, release, res := shutdownBlocked(b)
 	awaitInitiated(b.eng)
 	for countKind(b.records(), record.KindShutdownInitiated) == 0 {
 		runtime.Gosched()
