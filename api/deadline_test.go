@@ -13,6 +13,7 @@ import (
 
 	"github.com/quire-dev/quire/api"
 	"github.com/quire-dev/quire/journal/record"
+	"github.com/quire-dev/quire/shutdown"
 )
 
 // Workflow deadline tests (WD-1..WD-20). The engine runs in the
@@ -766,6 +767,38 @@ func TestWD10_HandlerCancelledAtShutdownGRunsAgainAfterRestart(t *testing.T) {
 	finished := wfBodies[*record.DeadlineHandlerFinished](recs)
 	if len(finished) != 1 || finished[0].Outcome != "ok" {
 		t.Fatalf("after the restart: finished %+v, want one ok", finished)
+	}
+}
+
+// TestSD25_WD10_HandlerIgnoringItsCancellationIsQuarantined: an
+// on-deadline handler still running past the shutdown's budget keeps the
+// runtime unjoined, and the report counts it quarantined (SD-25): Quarantined
+// counts every goroutine not returned. It used to count only attempts'.
+func TestSD25_WD10_HandlerIgnoringItsCancellationIsQuarantined(t *testing.T) {
+	b := setup(t, func(o *api.Options) { o.ShutdownTimeout = 4 * time.Second })
+	started, block := make(chan struct{}, 1), make(chan struct{})
+	t.Cleanup(func() { close(block) })
+	if err := api.HandleDeadline(b.eng, "cleanup", func(context.Context, api.State) error {
+		started <- struct{}{}
+		<-block // ignores its context
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	wfRegister(t, b.eng, wdExpiring("slow", "cleanup"))
+	b.start()
+	wfDispatch(b, "slow", api.State{})
+	b.clk.Advance(time.Minute) // the expiry
+	<-started
+	res := make(chan error, 1)
+	go func() { res <- b.eng.Shutdown(b.ctx) }()
+	awaitInitiated(b.eng)
+	b.clk.Advance(5 * time.Second) // past Hr
+	if err := <-res; !errors.Is(err, shutdown.ErrIncomplete) {
+		t.Fatalf("shutdown: %v, want ErrIncomplete", err)
+	}
+	if rep := b.eng.ShutdownReport(); rep == nil || rep.RuntimeJoined || rep.Quarantined != 1 {
+		t.Fatalf("SD-25: report %+v, want the handler quarantined", rep)
 	}
 }
 

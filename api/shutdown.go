@@ -211,7 +211,7 @@ func (s shutdownEngine) CloseEvidence(ctx context.Context, req shutdown.CloseReq
 func (s shutdownEngine) Counters() shutdown.Counters {
 	e := s.e
 	q := e.r.Quarantine()
-	quarantined := q.Executions + q.Hooks + q.Scopes
+	quarantined := q.Executions + q.Hooks + q.Scopes + q.Handlers
 	inflight, err := e.r.InFlight(context.Background())
 	if err != nil {
 		inflight = 0 // stopped: what it abandoned is counted in quarantine

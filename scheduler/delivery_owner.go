@@ -127,6 +127,9 @@ type ownerEvent struct {
 type quarantine struct {
 	execs, hooks, scopes atomic.Int64
 	fenced, unresolved   atomic.Int64
+	// handlers counts on-deadline handler goroutines that have not
+	// returned (WD-10), running or abandoned alike.
+	handlers atomic.Int64
 }
 
 // QuarantineStats is what the runner stopped waiting for, for the shutdown
@@ -140,6 +143,10 @@ type QuarantineStats struct {
 	// Scopes counts attempt scopes withheld because their execution has not
 	// returned, or whose close timed out and has not returned (DL-37).
 	Scopes int
+	// Handlers counts on-deadline handler goroutines that have not returned
+	// (WD-10). A drain waits for them, and a shutdown cancels them at G, so
+	// one still counted when the drain is over ignored its cancellation.
+	Handlers int
 	// Fenced counts late execution results discarded by token fencing.
 	Fenced int
 	// Unresolved counts settlements whose commit was not confirmed within
@@ -152,7 +159,8 @@ type QuarantineStats struct {
 func (r *Runner) Quarantine() QuarantineStats {
 	return QuarantineStats{
 		Executions: int(r.q.execs.Load()), Hooks: int(r.q.hooks.Load()), Scopes: int(r.q.scopes.Load()),
-		Fenced: int(r.q.fenced.Load()), Unresolved: int(r.q.unresolved.Load()),
+		Handlers: int(r.q.handlers.Load()),
+		Fenced:   int(r.q.fenced.Load()), Unresolved: int(r.q.unresolved.Load()),
 	}
 }
 
@@ -161,7 +169,7 @@ func (r *Runner) Quarantine() QuarantineStats {
 // shutdown that ends with a non-zero count is Incomplete.
 func (r *Runner) Quarantined() int {
 	s := r.Quarantine()
-	return s.Executions + s.Hooks + s.Scopes
+	return s.Executions + s.Hooks + s.Scopes + s.Handlers
 }
 
 // WaitQuarantine returns once nothing is quarantined, or ctx ends. Tests

@@ -920,12 +920,15 @@ func (r *Runner) launchHandler(run DeadlineRun) {
 	}
 	heapPush(&r.events, event{at: h.deadline.UnixNano(), token: run.Expiry, kind: evHandler})
 	r.execWG.Add(1)
+	r.q.handlers.Add(1)
 	go func() {
 		defer r.execWG.Done()
 		outcome, msg := HandlerNotRegistered, "no deadline handler runner"
 		if r.cfg.DeadlineFunc != nil {
 			outcome, msg = r.cfg.DeadlineFunc(ctx, run)
 		}
+		r.q.handlers.Add(-1) // returned: before the loop hears of it
+
 		interrupted := false
 		if cr, ok := context.Cause(ctx).(*CancelReason); ok && outcome != HandlerOK && outcome != HandlerNotRegistered {
 			interrupted = cr.Reason != deadlines.ReasonDeliveryTimeout
