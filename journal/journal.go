@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	iofs "io/fs"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -328,6 +329,8 @@ func openStore(dir string, o Options, lock *pebble.Lock, format pebble.FormatMaj
 		EventListener:      listener,
 		ReadOnly:           o.ReadOnly,
 		Lock:               lock,
+
+		DisableAutomaticCompactions: o.noCompactions,
 	}
 	err := guard(func() error {
 		db, err := pebble.Open(dir, popts)
@@ -512,7 +515,71 @@ func (j *Journal) load() error {
 		return &CorruptError{Reason: fmt.Sprintf("metadata %s is missing or malformed", metaEngine)}
 	}
 	j.setEngineID(string(id))
-	return j.loadTail()
+	if err := j.loadTail(); err != nil {
+		return err
+	}
+	if !j.probe {
+		return nil
+	}
+	return j.checkLogEdges()
+}
+
+// checkLogEdges refuses a journal whose log has a hole where one of its
+// sources begins: the record before the first log key of every table, and
+// before the first record of every WAL, must exist, as must record 1. A
+// table its MANIFEST no longer lists (a damaged last edit of a MANIFEST
+// reads as a torn write) leaves such a hole: its records are in no other
+// table, and the WAL that held them is gone. A start that reads from a
+// snapshot above the hole would not see it, and the read-write open after
+// this read-only look would delete the unlisted table for good. Each
+// table's first log key is its smallest key, since "e/" sorts first of the
+// prefixes (§4.1). A few point reads, whatever the journal's length
+// (RL-12); holes elsewhere are for Verify to find.
+func (j *Journal) checkLogEdges() error {
+	last := j.lastSeq.Load()
+	if last == 0 {
+		return nil
+	}
+	need := map[uint64]string{1: ""} // seq -> the source that begins after it
+	tables, err := j.db.SSTables()
+	if err != nil {
+		return pebbleError("open", err)
+	}
+	for _, level := range tables {
+		for _, t := range level {
+			if lo, ok := record.ParseLogKey(t.Smallest.UserKey); ok && lo > 1 && lo <= last {
+				need[lo-1] = fmt.Sprintf("table %06d.sst", uint64(t.BackingSSTNum))
+			}
+		}
+	}
+	ls, err := j.opts.FS.List(j.dir)
+	if err != nil {
+		return fmt.Errorf("journal: open %s: %w", j.dir, err)
+	}
+	wals, err := walFirstLogSeqs(j.opts.FS, j.dir, ls)
+	if err != nil {
+		return err
+	}
+	for name, lo := range wals {
+		if lo > 1 && lo <= last {
+			need[lo-1] = "WAL " + name
+		}
+	}
+	for _, seq := range slices.Sorted(maps.Keys(need)) {
+		_, closer, err := j.db.Get(record.LogKey(seq))
+		if errors.Is(err, pebble.ErrNotFound) {
+			reason := fmt.Sprintf("record %d of %d is missing", seq, last)
+			if src := need[seq]; src != "" {
+				reason += fmt.Sprintf(", before the records of %s: the store no longer lists the table that held it (a damaged MANIFEST?)", src)
+			}
+			return &CorruptError{Seq: seq, Reason: reason}
+		}
+		if err != nil {
+			return pebbleError("open", err)
+		}
+		_ = closer.Close()
+	}
+	return nil
 }
 
 func (j *Journal) setEngineID(id string) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	iofs "io/fs"
+	"maps"
 	"runtime"
 	"slices"
 	"strings"
@@ -256,6 +257,49 @@ func TestOpenRefusesAJournalMissingParts(t *testing.T) {
 			t.Fatalf("the refused opens changed the directory: %v, then %v", before, after)
 		}
 	})
+	t.Run("a hole at a table's edge", func(t *testing.T) {
+		// Tables of records 1..10, 11..20 and 21..30; then 11..20 vanish,
+		// as when a damaged MANIFEST no longer lists their table, whose
+		// WAL is gone. The tail, all that a start from a snapshot reads,
+		// is intact: only the record before a table's first tells.
+		fs := vfs.NewMem()
+		j := openJ(t, fs, "db", Options{noCompactions: true})
+		for range 3 {
+			for range 10 {
+				mustAppend(t, j, debugRec("s1", "kept"))
+			}
+			if err := j.db.Flush(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := j.Close(); err != nil {
+			t.Fatal(err)
+		}
+		db, err := pebble.Open("db", &pebble.Options{FS: fs, FormatMajorVersion: pebble.FormatNewest,
+			Logger: quietLogger{}, DisableAutomaticCompactions: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = db.DeleteRange(record.LogKey(11), record.LogKey(21), pebble.Sync)
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		before := dirState(t, fs, "db")
+		_, err = Open("db", Options{FS: fs, Clock: clk})
+		var ce *CorruptError
+		if !errors.As(err, &ce) || ce.Seq != 20 || !strings.Contains(err.Error(), "record 20 of 30 is missing, before the records of table") {
+			t.Fatalf("err %v, want a *CorruptError at seq 20", err)
+		}
+		if after := dirState(t, fs, "db"); !maps.Equal(before, after) {
+			t.Fatalf("the refused open changed the directory: %v, then %v", before, after)
+		}
+		// A read-only open is Verify's, which reads the hole itself.
+		j = openJ(t, fs, "db", Options{ReadOnly: true})
+		if rep, err := j.Verify(); rep.OK() || !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "records 11..20 missing") {
+			t.Fatalf("verify: %+v, %v; want the hole reported", rep, err)
+		}
+		closeJ(j)
+	})
 	t.Run("an empty store becomes a journal", func(t *testing.T) {
 		// A journal whose creation was cut short before its metadata
 		// was committed: an empty Pebble store, opened again.
@@ -267,6 +311,43 @@ func TestOpenRefusesAJournalMissingParts(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// TestWALFirstLogSeqs: the first record a WAL holds is the first record of
+// its first batch: after a flush of records 1..10, the new WAL begins at 11
+// (the old one, awaiting recycling, still at 1).
+func TestWALFirstLogSeqs(t *testing.T) {
+	t.Parallel()
+	fs := vfs.NewMem()
+	j := openJ(t, fs, "db", Options{noCompactions: true})
+	firsts := func() []uint64 {
+		t.Helper()
+		ls, err := fs.List("db")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := walFirstLogSeqs(fs, "db", ls)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.Sorted(maps.Values(m))
+	}
+	for range 10 {
+		mustAppend(t, j, debugRec("s1", "kept"))
+	}
+	if got := firsts(); !slices.Equal(got, []uint64{1}) {
+		t.Fatalf("before any flush the WALs begin at %v, want [1]", got)
+	}
+	if err := j.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, j, debugRec("s1", "kept"), debugRec("s1", "kept"))
+	if got := firsts(); !slices.Contains(got, 11) || slices.ContainsFunc(got, func(s uint64) bool { return s != 1 && s != 11 }) {
+		t.Fatalf("after a flush of 1..10 the WALs begin at %v, want 11 (and 1 for an old one)", got)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestOpenLockedIsTyped: a directory another open journal holds is
@@ -292,6 +373,24 @@ func TestOpenLockedIsTyped(t *testing.T) {
 }
 
 // rawEdit opens the store under dir as a plain Pebble DB for f.
+// dirState maps each file of dir to its size.
+func dirState(t testing.TB, fs vfs.FS, dir string) map[string]int64 {
+	t.Helper()
+	ls, err := fs.List(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(map[string]int64, len(ls))
+	for _, name := range ls {
+		st, err := fs.Stat(fs.PathJoin(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[name] = st.Size()
+	}
+	return out
+}
+
 func rawEdit(t testing.TB, fs vfs.FS, dir string, f func(db *pebble.DB)) {
 	t.Helper()
 	rawEditAt(t, fs, dir, pebble.FormatNewest, f)

@@ -97,6 +97,9 @@ type Options struct {
 	// snapshot writes return [ErrReadOnly]. A missing directory is an
 	// error wrapping fs.ErrNotExist.
 	ReadOnly bool
+
+	// noCompactions, for tests, keeps the tables flushes make as they are.
+	noCompactions bool
 }
 
 func (o Options) withDefaults() Options {

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/quire-dev/quire/journal/record"
 )
 
 // Pebble v2.1.7 tells a torn WAL tail from damage through "WAL sync"
@@ -148,4 +150,88 @@ func allZero(b []byte) bool {
 		}
 	}
 	return true
+}
+
+// walFirstLogSeqs returns, for each of dir's WALs (names lists dir) that
+// holds a record, the seq of the first record that begins a batch in it. A
+// batch is the journal's group commit, whose first key is its first
+// record's (§4.1), so this is the first record the WAL holds. Chunks of
+// another log number (a recycled file's old content) and invalid chunks
+// are skipped. In a sound journal every record before each of these
+// exists, whether the WAL is replayed or awaits recycling.
+func walFirstLogSeqs(fs vfs.FS, dir string, names []string) (map[string]uint64, error) {
+	out := make(map[string]uint64)
+	for _, name := range names {
+		num, ok := strings.CutSuffix(name, ".log")
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseUint(num, 10, 32)
+		if err != nil {
+			continue
+		}
+		seq, err := walFileFirstLogSeq(fs, fs.PathJoin(dir, name), uint32(n))
+		if err != nil {
+			return nil, err
+		}
+		if seq != 0 {
+			out[name] = seq
+		}
+	}
+	return out, nil
+}
+
+// Pebble's batch encoding (pebble/batchrepr): a 12-byte header (seq num,
+// count), then entries; a set is its kind byte, the key's uvarint length,
+// the key, then the value.
+const (
+	batchHeaderBytes = 12
+	batchKindSet     = 1
+)
+
+func walFileFirstLogSeq(fs vfs.FS, path string, logNum uint32) (uint64, error) {
+	f, err := fs.Open(path)
+	if err != nil {
+		return 0, fmt.Errorf("journal: read WAL %s: %w", path, err)
+	}
+	defer func() { _ = f.Close() }()
+	buf := make([]byte, walBlockBytes)
+	for {
+		n, err := io.ReadFull(f, buf)
+		if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+			return 0, fmt.Errorf("journal: read WAL %s: %w", path, err)
+		}
+		b := buf[:n]
+		for off := 0; off+walLegacyHeaderBytes <= len(b); {
+			length := int(binary.LittleEndian.Uint16(b[off+4:]))
+			enc := b[off+6]
+			hs := walHeaderBytes(enc)
+			end := off + hs + length
+			if hs == 0 || end > len(b) ||
+				(hs > walLegacyHeaderBytes && binary.LittleEndian.Uint32(b[off+7:]) != logNum) ||
+				walChecksum(b[off+6:end]) != binary.LittleEndian.Uint32(b[off:]) {
+				break // the rest of the block is padding, a torn tail or damage
+			}
+			// Full and first chunks begin a batch.
+			if t := (enc - 1) % 4; t <= 1 {
+				if seq, ok := batchFirstLogSeq(b[off+hs : end]); ok {
+					return seq, nil
+				}
+			}
+			off = end
+		}
+		if n < walBlockBytes {
+			return 0, nil
+		}
+	}
+}
+
+// batchFirstLogSeq returns the seq of a batch's first entry if it sets a
+// log key.
+func batchFirstLogSeq(p []byte) (uint64, bool) {
+	const at = batchHeaderBytes
+	if len(p) < at+2+record.LogKeyBytes || p[at] != batchKindSet || int(p[at+1]) != record.LogKeyBytes {
+		return 0, false
+	}
+	return record.ParseLogKey(p[at+2 : at+2+record.LogKeyBytes])
 }
