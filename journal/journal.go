@@ -560,8 +560,17 @@ func (j *Journal) checkLogEdges() error {
 	if err != nil {
 		return err
 	}
-	for name, lo := range wals {
-		if lo > 1 && lo <= last {
+	for _, name := range slices.Sorted(maps.Keys(wals)) {
+		st := wals[name]
+		if st.acked > last {
+			// A batch written after records up to st.acked were synced,
+			// but the replay ends before them: damage in the WAL that
+			// read as a torn tail (§2.1).
+			return &CorruptError{Seq: last + 1, File: j.opts.FS.PathJoin(j.dir, name), Reason: fmt.Sprintf(
+				"acknowledged records %d..%d are missing: a later batch in the WAL records them synced, but the log ends at %d (the WAL is damaged before that batch)",
+				last+1, st.acked, last)}
+		}
+		if lo := st.first; lo > 1 && lo <= last {
 			need[lo-1] = "WAL " + name
 		}
 	}

@@ -330,7 +330,12 @@ func TestWALFirstLogSeqs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return slices.Sorted(maps.Values(m))
+		var out []uint64
+		for _, st := range m {
+			out = append(out, st.first)
+		}
+		slices.Sort(out)
+		return out
 	}
 	for range 10 {
 		mustAppend(t, j, debugRec("s1", "kept"))
@@ -348,6 +353,92 @@ func TestWALFirstLogSeqs(t *testing.T) {
 	if err := j.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestOpenRefusesAWALDamagedBeforeAcknowledgedRecords: a WAL damaged in
+// the middle reads as a torn tail to Pebble when the synced offsets its
+// later chunks record lag behind (they do for batches that fill whole
+// blocks), and every acknowledged record after the damage was dropped
+// without a word. Each group's batch opens with the seq acknowledged when
+// it was built (metaAcked), so a batch read past the damage proves what is
+// missing. Damage in the final group's batch loses only unprovable records
+// (§2.1), and the journal opens at the group before.
+func TestOpenRefusesAWALDamagedBeforeAcknowledgedRecords(t *testing.T) {
+	t.Parallel()
+	const groups, per = 30, 200
+	build := func() vfs.FS {
+		fs := vfs.NewMem()
+		j := openJ(t, fs, "db", Options{})
+		for i := range groups {
+			recs := make([]record.Record, per)
+			for k := range recs {
+				recs[k] = debugRec("s1", strings.Repeat("x", 200)+fmt.Sprint(i, k))
+			}
+			mustAppend(t, j, recs...)
+		}
+		if err := j.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return fs
+	}
+	flip := func(fs vfs.FS, pct int) string {
+		ls, err := fs.List("db")
+		if err != nil {
+			t.Fatal(err)
+		}
+		wal := ""
+		for _, name := range ls {
+			if strings.HasSuffix(name, ".log") && name > wal {
+				wal = name
+			}
+		}
+		path := fs.PathJoin("db", wal)
+		f, err := fs.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(f)
+		_ = f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b[len(b)*pct/100] ^= 0x40
+		writeFile(t, fs, path, b)
+		return path
+	}
+	proved := 0
+	// Each group's batch is about 60 KiB, a ninth of the newest WAL: 50 %
+	// and 70 % fall in earlier groups, 85 % in the group before the final
+	// one, whose batch begins later in the same 32 KiB block.
+	for _, pct := range []int{50, 70, 85} {
+		fs := build()
+		wal := flip(fs, pct)
+		before := dirState(t, fs, "db")
+		_, err := Open("db", Options{FS: fs, Clock: clocktest.New(epoch)})
+		if !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("a flip at %d%% of the WAL: err %v, want ErrCorrupt", pct, err)
+		}
+		var ce *CorruptError
+		if errors.As(err, &ce) && strings.Contains(ce.Reason, "acknowledged records") {
+			proved++
+			if ce.File != wal {
+				t.Fatalf("the refusal names %q, want %q", ce.File, wal)
+			}
+		}
+		if after := dirState(t, fs, "db"); !maps.Equal(before, after) {
+			t.Fatalf("the refused open changed the directory: %v, then %v", before, after)
+		}
+	}
+	if proved == 0 {
+		t.Fatal("no refusal came from a batch's acknowledged seq: the damage is not where the test means it to be")
+	}
+	fs := build()
+	flip(fs, 99) // inside the final group's batch
+	j := openJ(t, fs, "db", Options{})
+	if got, want := j.LastSeq(), uint64((groups-1)*per); got != want {
+		t.Fatalf("damage in the final batch: the journal opens at %d, want %d", got, want)
+	}
+	closeJ(j)
 }
 
 // TestOpenLockedIsTyped: a directory another open journal holds is
@@ -373,6 +464,24 @@ func TestOpenLockedIsTyped(t *testing.T) {
 }
 
 // rawEdit opens the store under dir as a plain Pebble DB for f.
+// writeFile replaces path's content with b.
+func writeFile(t testing.TB, fs vfs.FS, path string, b []byte) {
+	t.Helper()
+	f, err := fs.Create(path, vfs.WriteCategoryUnspecified)
+	if err == nil {
+		_, err = f.Write(b)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if err == nil {
+		err = f.Close()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // dirState maps each file of dir to its size.
 func dirState(t testing.TB, fs vfs.FS, dir string) map[string]int64 {
 	t.Helper()

@@ -14,7 +14,7 @@ import (
 //	s/ + uvarint(len(id)) + id + u64be(seq)  -> empty (per-stream index)
 //	x/ + u64be(seq)                          -> snapshot envelope
 //	t/ + uvarint(len(id)) + id               -> terminal-index value
-//	m/ + name                                -> metadata
+//	m/ + name                                -> metadata (m/acked: see metaAcked)
 const (
 	prefixLog    = record.LogKeyPrefix
 	prefixStream = "s/"
@@ -24,6 +24,10 @@ const (
 
 	metaFormat = prefixMeta + "format"
 	metaEngine = prefixMeta + "engine"
+	// metaAcked opens every group's batch: the last seq acknowledged when
+	// the group was built. A valid batch in a WAL thus proves the records
+	// up to it were synced before it was written (checkLogEdges).
+	metaAcked = prefixMeta + "acked"
 
 	snapKeyBytes = len(prefixSnap) + 8
 )

@@ -152,15 +152,24 @@ func allZero(b []byte) bool {
 	return true
 }
 
-// walFirstLogSeqs returns, for each of dir's WALs (names lists dir) that
-// holds a record, the seq of the first record that begins a batch in it. A
-// batch is the journal's group commit, whose first key is its first
-// record's (§4.1), so this is the first record the WAL holds. Chunks of
-// another log number (a recycled file's old content) and invalid chunks
-// are skipped. In a sound journal every record before each of these
-// exists, whether the WAL is replayed or awaits recycling.
-func walFirstLogSeqs(fs vfs.FS, dir string, names []string) (map[string]uint64, error) {
-	out := make(map[string]uint64)
+// walStarts is what a WAL's batches tell about the log: the seq of the
+// first record in it, and the highest acknowledged seq a batch in it
+// recorded (metaAcked); 0 for none.
+type walStarts struct {
+	first, acked uint64
+}
+
+// walFirstLogSeqs reads every WAL of dir (names lists dir) that holds a
+// batch of the journal's. A batch is a group commit; it opens with
+// metaAcked, then its first record (§4.1). So a WAL's first batch with a
+// record gives the first record the WAL holds, and every batch the seq
+// acknowledged before it was built. Chunks of another log number (a
+// recycled file's old content) and invalid chunks are skipped: a batch
+// read past damage still proves what it records. In a sound journal the
+// record before each WAL's first exists, and none of the acknowledged
+// records is missing, whether the WAL is replayed or awaits recycling.
+func walFirstLogSeqs(fs vfs.FS, dir string, names []string) (map[string]walStarts, error) {
+	out := make(map[string]walStarts)
 	for _, name := range names {
 		num, ok := strings.CutSuffix(name, ".log")
 		if !ok {
@@ -170,12 +179,12 @@ func walFirstLogSeqs(fs vfs.FS, dir string, names []string) (map[string]uint64, 
 		if err != nil {
 			continue
 		}
-		seq, err := walFileFirstLogSeq(fs, fs.PathJoin(dir, name), uint32(n))
+		st, err := readWALStarts(fs, fs.PathJoin(dir, name), uint32(n))
 		if err != nil {
 			return nil, err
 		}
-		if seq != 0 {
-			out[name] = seq
+		if st != (walStarts{}) {
+			out[name] = st
 		}
 	}
 	return out, nil
@@ -183,55 +192,102 @@ func walFirstLogSeqs(fs vfs.FS, dir string, names []string) (map[string]uint64, 
 
 // Pebble's batch encoding (pebble/batchrepr): a 12-byte header (seq num,
 // count), then entries; a set is its kind byte, the key's uvarint length,
-// the key, then the value.
+// the key, the value's uvarint length, the value.
 const (
 	batchHeaderBytes = 12
 	batchKindSet     = 1
 )
 
-func walFileFirstLogSeq(fs vfs.FS, path string, logNum uint32) (uint64, error) {
+// readWALStarts scans one WAL's valid chunks: every chunk that begins a
+// batch, in every block, so that a batch after damage is read too.
+func readWALStarts(fs vfs.FS, path string, logNum uint32) (walStarts, error) {
+	var st walStarts
 	f, err := fs.Open(path)
 	if err != nil {
-		return 0, fmt.Errorf("journal: read WAL %s: %w", path, err)
+		return st, fmt.Errorf("journal: read WAL %s: %w", path, err)
 	}
 	defer func() { _ = f.Close() }()
 	buf := make([]byte, walBlockBytes)
 	for {
 		n, err := io.ReadFull(f, buf)
 		if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
-			return 0, fmt.Errorf("journal: read WAL %s: %w", path, err)
+			return st, fmt.Errorf("journal: read WAL %s: %w", path, err)
 		}
 		b := buf[:n]
 		for off := 0; off+walLegacyHeaderBytes <= len(b); {
-			length := int(binary.LittleEndian.Uint16(b[off+4:]))
-			enc := b[off+6]
-			hs := walHeaderBytes(enc)
-			end := off + hs + length
-			if hs == 0 || end > len(b) ||
-				(hs > walLegacyHeaderBytes && binary.LittleEndian.Uint32(b[off+7:]) != logNum) ||
-				walChecksum(b[off+6:end]) != binary.LittleEndian.Uint32(b[off:]) {
-				break // the rest of the block is padding, a torn tail or damage
+			end, ok := walChunkAt(b, off, logNum)
+			if !ok {
+				// Padding, a torn tail or damage: a batch may still begin
+				// later in the block, and prove what it records.
+				off++
+				continue
 			}
-			// Full and first chunks begin a batch.
-			if t := (enc - 1) % 4; t <= 1 {
-				if seq, ok := batchFirstLogSeq(b[off+hs : end]); ok {
-					return seq, nil
+			enc := b[off+6]
+			if t := (enc - 1) % 4; t <= 1 { // a full or first chunk begins a batch
+				acked, first := batchStart(b[off+walHeaderBytes(enc) : end])
+				st.acked = max(st.acked, acked)
+				if st.first == 0 {
+					st.first = first
 				}
 			}
 			off = end
 		}
 		if n < walBlockBytes {
-			return 0, nil
+			return st, nil
 		}
 	}
 }
 
-// batchFirstLogSeq returns the seq of a batch's first entry if it sets a
-// log key.
-func batchFirstLogSeq(p []byte) (uint64, bool) {
-	const at = batchHeaderBytes
-	if len(p) < at+2+record.LogKeyBytes || p[at] != batchKindSet || int(p[at+1]) != record.LogKeyBytes {
+// walChunkAt reports whether a valid chunk of logNum starts at b[off:], and
+// where it ends.
+func walChunkAt(b []byte, off int, logNum uint32) (end int, ok bool) {
+	if off+walLegacyHeaderBytes > len(b) {
 		return 0, false
 	}
-	return record.ParseLogKey(p[at+2 : at+2+record.LogKeyBytes])
+	enc := b[off+6]
+	hs := walHeaderBytes(enc)
+	if hs == 0 || off+hs > len(b) || (hs > walLegacyHeaderBytes && binary.LittleEndian.Uint32(b[off+7:]) != logNum) {
+		return 0, false
+	}
+	end = off + hs + int(binary.LittleEndian.Uint16(b[off+4:]))
+	if end > len(b) || walChecksum(b[off+6:end]) != binary.LittleEndian.Uint32(b[off:]) {
+		return 0, false
+	}
+	return end, true
+}
+
+// batchStart reads the metaAcked entry a journal batch opens with, and the
+// seq of the record set right after it; 0 for what is not there.
+func batchStart(p []byte) (acked, first uint64) {
+	at := batchHeaderBytes
+	if k, v, next, ok := batchSet(p, at); ok && string(k) == metaAcked && len(v) == 8 {
+		acked, at = binary.BigEndian.Uint64(v), next
+	}
+	if k, _, _, ok := batchSet(p, at); ok {
+		if seq, ok := record.ParseLogKey(k); ok {
+			first = seq
+		}
+	}
+	return acked, first
+}
+
+// batchSet decodes the set entry at p[at:], if it is one and fits.
+func batchSet(p []byte, at int) (key, value []byte, next int, ok bool) {
+	if at >= len(p) || p[at] != batchKindSet {
+		return nil, nil, 0, false
+	}
+	at++
+	kl, n := binary.Uvarint(p[at:])
+	if n <= 0 || uint64(len(p)-at-n) < kl {
+		return nil, nil, 0, false
+	}
+	at += n
+	key = p[at : at+int(kl)]
+	at += int(kl)
+	vl, n := binary.Uvarint(p[at:])
+	if n <= 0 || uint64(len(p)-at-n) < vl {
+		return nil, nil, 0, false
+	}
+	at += n
+	return key, p[at : at+int(vl)], at + int(vl), true
 }

@@ -2,6 +2,7 @@ package journal
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
@@ -250,9 +251,15 @@ func (j *Journal) await(r *request) error {
 	return r.err
 }
 
+// metaAckedKey is metaAcked, allocated once.
+var metaAckedKey = []byte(metaAcked)
+
 func (j *Journal) newGroup() *group {
 	g := groupPool.Get().(*group)
 	g.b = j.db.NewBatchWithSize(64 << 10)
+	var acked [8]byte
+	binary.BigEndian.PutUint64(acked[:], j.lastSeq.Load())
+	_ = g.b.Set(metaAckedKey, acked[:], nil)
 	g.at = j.clock.Now().UnixNano()
 	if g.at < j.w.lastAt {
 		g.at = j.w.lastAt // RL-9: journal time is monotone
