@@ -374,7 +374,7 @@ func openStore(dir string, o Options, lock *pebble.Lock, format pebble.FormatMaj
 		if errors.As(err, &ce) || errors.Is(err, ErrNotJournal) || errors.Is(err, record.ErrNewerVersion) {
 			return j, err
 		}
-		return j, pebbleError("open "+dir, err)
+		return j, o.attribute(dir, pebbleError("open "+dir, err))
 	}
 	if !o.ReadOnly {
 		j.slots = make(chan struct{}, o.QueueDepth)

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	iofs "io/fs"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -290,4 +293,79 @@ func batchSet(p []byte, at int) (key, value []byte, next int, ok bool) {
 	}
 	at += n
 	return key, p[at : at+int(vl)], at + int(vl), true
+}
+
+// missingTable matches Pebble's error for a table its MANIFEST lists that
+// the directory lacks.
+var missingTable = regexp.MustCompile(`file (\d+) \(type sstable\)`)
+
+// attribute names the file an open error is about when Pebble's error does
+// not (RL-5): the WAL whose damage Pebble found while replaying (the one
+// with an invalid chunk that a valid chunk of its own log follows, since a
+// torn tail has none after it), or the table a MANIFEST lists that is not
+// in the directory, which is damage too (a CorruptError).
+func (o Options) attribute(dir string, err error) error {
+	var ce *CorruptError
+	switch {
+	case errors.As(err, &ce) && ce.File == "" && strings.Contains(err.Error(), "replaying WAL"):
+		ls, lerr := o.FS.List(dir)
+		if lerr != nil {
+			return err
+		}
+		slices.Sort(ls)
+		for _, name := range ls {
+			if damagedWAL(o.FS, o.FS.PathJoin(dir, name), name) {
+				ce.File = o.FS.PathJoin(dir, name)
+				return ce
+			}
+		}
+	case errors.Is(err, iofs.ErrNotExist):
+		if m := missingTable.FindStringSubmatch(err.Error()); m != nil {
+			name := m[1] + ".sst"
+			return &CorruptError{File: o.FS.PathJoin(dir, name), Err: err,
+				Reason: fmt.Sprintf("the store lists table %s, which is not in %s (deleted, or a MANIFEST swapped for another)", name, dir)}
+		}
+	}
+	return err
+}
+
+// damagedWAL reports whether name is a WAL holding an invalid chunk that
+// a valid chunk of its own log follows.
+func damagedWAL(fs vfs.FS, path, name string) bool {
+	num, ok := strings.CutSuffix(name, ".log")
+	if !ok {
+		return false
+	}
+	n, err := strconv.ParseUint(num, 10, 32)
+	if err != nil {
+		return false
+	}
+	f, err := fs.Open(path)
+	if err != nil {
+		return false
+	}
+	defer func() { _ = f.Close() }()
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return false
+	}
+	invalid := false
+	for block := 0; block < len(b); block += walBlockBytes {
+		blk := b[block:min(block+walBlockBytes, len(b))]
+		for off := 0; off+walLegacyHeaderBytes <= len(blk); {
+			end, ok := walChunkAt(blk, off, uint32(n))
+			switch {
+			case ok && invalid:
+				return true
+			case ok:
+				off = end
+			default:
+				if len(blk)-off >= walSyncHeaderBytes || !allZero(blk[off:]) {
+					invalid = true // not the zero padding of a block's tail
+				}
+				off++
+			}
+		}
+	}
+	return false
 }
