@@ -186,17 +186,37 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	if n := opts.unitBytesMax; n > 0 {
 		jopts.GroupBytesMax, jopts.UnitBytesMax = min(n, jopts.GroupBytesMax), n
 	}
+	// The replay runs on the journal's read-only look, before its
+	// read-write open changes the store: a journal refused for damage or
+	// for a newer version is left as it was. Its state is kept if the
+	// read-write open finds the same log.
+	var (
+		probed    *replay.State
+		probedAt  uint64
+		replayErr error
+	)
+	jopts.Probe = func(pj *journal.Journal) error {
+		probed, replayErr = e.load(pj)
+		probedAt = pj.LastSeq()
+		return replayErr
+	}
 	j, err := journal.Open(opts.Dir, jopts)
 	if err != nil {
+		if replayErr != nil {
+			return nil, e.rollBack("replay", replayErr)
+		}
 		return nil, e.rollBack("open journal", fmt.Errorf("quire: open journal %s: %w", opts.Dir, err))
 	}
 	e.j = j
 	if err := startupStep("replay"); err != nil {
 		return nil, e.rollBack("replay", err)
 	}
-	st, err := e.load()
-	if err != nil {
-		return nil, e.rollBack("replay", err)
+	st := probed
+	if st == nil || j.LastSeq() != probedAt {
+		e.stats = OpenStats{}
+		if st, err = e.load(j); err != nil {
+			return nil, e.rollBack("replay", err)
+		}
 	}
 	newID := func(prefix string, now time.Time) string {
 		return prefix + ulid.MustNew(ulid.Timestamp(now), entropy).String()
@@ -278,9 +298,9 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 
 // load rebuilds the state: the newest snapshot that passes its checks,
 // then the records after it.
-func (e *Engine) load() (*replay.State, error) {
+func (e *Engine) load(j *journal.Journal) (*replay.State, error) {
 	st := replay.New()
-	snaps := e.j.Snapshots()
+	snaps := j.Snapshots()
 	for snaps.Next() {
 		s := snaps.Snapshot()
 		if s.Err != nil {
@@ -301,11 +321,11 @@ func (e *Engine) load() (*replay.State, error) {
 	if err != nil {
 		return nil, fmt.Errorf("quire: read snapshots: %w", err)
 	}
-	if e.j.LastSeq() <= st.LastSeq {
+	if j.LastSeq() <= st.LastSeq {
 		e.stats.LastSeq = st.LastSeq
 		return st, nil
 	}
-	it := e.j.Scan(st.LastSeq+1, e.j.LastSeq())
+	it := j.Scan(st.LastSeq+1, j.LastSeq())
 	defer it.Close()
 	for it.Next() {
 		if err := replay.Apply(st, it.Record()); err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"strconv"
 	"strings"
@@ -175,6 +176,67 @@ func TestRL11_OversizedDamagedRecordIsPlainCorruption(t *testing.T) {
 	t.Logf("open with the default RecordBytesMax: %v", err)
 	if strings.Contains(err.Error(), "written with a higher RecordBytesMax") {
 		t.Fatalf("Open: %v\nblames RecordBytesMax for a damaged record", err)
+	}
+}
+
+// RL-5: a record the replay finds damaged refuses Open before the journal's
+// read-write open changes the store. The replay used to run after it, so a
+// refused journal had its WAL flushed into a new table and its MANIFEST
+// rewritten, the old one deleted.
+func TestRL5_ReplayRefusalLeavesTheDirectoryAsItWas(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	if err := api.Handle(b.eng, "work", okHandler(nil)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		b.enqueue("work", msg{N: i})
+	}
+	if err := b.eng.Close(b.ctx); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	b.eng = nil
+	const seq = 3 // an enqueue in the middle: the tail check does not read it
+	rawEdit(t, b, func(db *pebble.DB) {
+		val, closer, err := db.Get(record.LogKey(seq))
+		if err != nil {
+			t.Fatalf("raw get: %v", err)
+		}
+		val = bytes.Clone(val)
+		_ = closer.Close()
+		val[len(val)-1] ^= 0x01 // the checksum fails
+		if err := db.Set(record.LogKey(seq), val, pebble.Sync); err != nil {
+			t.Fatalf("raw set: %v", err)
+		}
+	})
+	state := func() map[string]int64 {
+		ls, err := b.fs.List(b.opts.Dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int64{}
+		for _, name := range ls {
+			st, err := b.fs.Stat(b.fs.PathJoin(b.opts.Dir, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[name] = st.Size()
+		}
+		return out
+	}
+	before := state()
+	eng, err := api.Open(b.ctx, b.opts)
+	if err == nil {
+		eng.Close(b.ctx)
+		t.Fatal("Open of a journal with a damaged record succeeded")
+	}
+	var se *api.StartupError
+	var ce *journal.CorruptError
+	if !errors.As(err, &se) || se.Step != "replay" || !errors.As(err, &ce) || ce.Seq != seq {
+		t.Fatalf("Open: %v, want a replay refusal at seq %d", err, seq)
+	}
+	if after := state(); !maps.Equal(before, after) {
+		t.Fatalf("the refused Open changed the directory: %v, then %v", before, after)
 	}
 }
 

@@ -289,12 +289,23 @@ func openLocked(dir string, o Options, lock *pebble.Lock) (*Journal, error) {
 		if err != nil {
 			return p, err
 		}
+		if o.Probe != nil && p.probeLoaded() {
+			// The caller's own reads, refused here, change nothing.
+			if err := o.Probe(p); err != nil {
+				_ = p.Close()
+				return nil, err
+			}
+		}
 		if err := p.Close(); err != nil {
 			return p, err
 		}
 	}
 	return openStore(dir, o, lock, format, false)
 }
+
+// probeLoaded reports whether a probe found a journal (not an empty store
+// that the read-write open will make one).
+func (j *Journal) probeLoaded() bool { return j.engineID != "" }
 
 // openStore opens the Pebble store in dir at format with the lock held
 // and loads the journal from it. A probe is the read-only look before a

@@ -98,6 +98,14 @@ type Options struct {
 	// error wrapping fs.ErrNotExist.
 	ReadOnly bool
 
+	// Probe, if set, runs on the read-only look at an existing journal that
+	// precedes a read-write open: it reads what the caller's start will
+	// read (the engine replays from its snapshot), so that damage found
+	// there refuses the open before the read-write open changes anything
+	// (it flushes the WAL into a table and writes a new MANIFEST). Its
+	// error is Open's. The journal it gets is read-only and closed after.
+	Probe func(j *Journal) error
+
 	// noCompactions, for tests, keeps the tables flushes make as they are.
 	noCompactions bool
 }
