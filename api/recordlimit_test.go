@@ -150,18 +150,7 @@ func TestRL11_OversizedDamagedRecordIsPlainCorruption(t *testing.T) {
 	}
 	b.eng = nil
 	seq, _ := largestRecord(t, b)
-	rawEdit(t, b, func(db *pebble.DB) {
-		val, closer, err := db.Get(record.LogKey(seq))
-		if err != nil {
-			t.Fatalf("raw get: %v", err)
-		}
-		val = bytes.Clone(val)
-		_ = closer.Close()
-		val[len(val)/2] ^= 0x01 // a payload byte: the checksum fails
-		if err := db.Set(record.LogKey(seq), val, pebble.Sync); err != nil {
-			t.Fatalf("raw set: %v", err)
-		}
-	})
+	flipRecordByte(t, b, seq, func(n int) int { return n / 2 }) // a payload byte: the checksum fails
 
 	b.opts.RecordBytesMax, b.opts.PayloadBytesMax = 0, 0
 	eng, err := api.Open(b.ctx, b.opts)
@@ -196,19 +185,8 @@ func TestRL5_ReplayRefusalLeavesTheDirectoryAsItWas(t *testing.T) {
 		t.Fatalf("close: %v", err)
 	}
 	b.eng = nil
-	const seq = 3 // an enqueue in the middle: the tail check does not read it
-	rawEdit(t, b, func(db *pebble.DB) {
-		val, closer, err := db.Get(record.LogKey(seq))
-		if err != nil {
-			t.Fatalf("raw get: %v", err)
-		}
-		val = bytes.Clone(val)
-		_ = closer.Close()
-		val[len(val)-1] ^= 0x01 // the checksum fails
-		if err := db.Set(record.LogKey(seq), val, pebble.Sync); err != nil {
-			t.Fatalf("raw set: %v", err)
-		}
-	})
+	const seq = 3                                               // an enqueue in the middle: the tail check does not read it
+	flipRecordByte(t, b, seq, func(n int) int { return n - 1 }) // the checksum fails
 	state := func() map[string]int64 {
 		ls, err := b.fs.List(b.opts.Dir)
 		if err != nil {
@@ -238,6 +216,24 @@ func TestRL5_ReplayRefusalLeavesTheDirectoryAsItWas(t *testing.T) {
 	if after := state(); !maps.Equal(before, after) {
 		t.Fatalf("the refused Open changed the directory: %v, then %v", before, after)
 	}
+}
+
+// flipRecordByte flips one byte of the closed journal's record seq, at
+// at(its length).
+func flipRecordByte(t *testing.T, b *testBundle, seq uint64, at func(n int) int) {
+	t.Helper()
+	rawEdit(t, b, func(db *pebble.DB) {
+		val, closer, err := db.Get(record.LogKey(seq))
+		if err != nil {
+			t.Fatalf("raw get: %v", err)
+		}
+		val = bytes.Clone(val)
+		_ = closer.Close()
+		val[at(len(val))] ^= 0x01
+		if err := db.Set(record.LogKey(seq), val, pebble.Sync); err != nil {
+			t.Fatalf("raw set: %v", err)
+		}
+	})
 }
 
 // rawEdit opens the closed journal's Pebble store directly and runs f.

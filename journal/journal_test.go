@@ -229,16 +229,7 @@ func TestOpenRefusesAJournalMissingParts(t *testing.T) {
 		}
 		fs := vfs.NewMem()
 		rawEdit(t, fs, "db", func(*pebble.DB) {}) // an empty store
-		ls, _ := src.List("db")
-		table := ""
-		for _, name := range ls {
-			if strings.HasSuffix(name, ".sst") {
-				table = name
-			}
-		}
-		if table == "" {
-			t.Fatalf("no table in %v", ls)
-		}
+		table := someTable(t, src, "db")
 		if err := vfs.CopyAcrossFS(src, "db/"+table, fs, "db/"+table); err != nil {
 			t.Fatal(err)
 		}
@@ -310,16 +301,7 @@ func TestOpenRefusesAJournalMissingParts(t *testing.T) {
 		if err := j.Close(); err != nil {
 			t.Fatal(err)
 		}
-		ls, _ := fs.List("db")
-		table := ""
-		for _, name := range ls {
-			if strings.HasSuffix(name, ".sst") {
-				table = name
-			}
-		}
-		if table == "" {
-			t.Fatalf("no table in %v", ls)
-		}
+		table := someTable(t, fs, "db")
 		if err := fs.Remove(fs.PathJoin("db", table)); err != nil {
 			t.Fatal(err)
 		}
@@ -501,6 +483,22 @@ func TestOpenLockedIsTyped(t *testing.T) {
 }
 
 // rawEdit opens the store under dir as a plain Pebble DB for f.
+// someTable returns the name of a table in dir.
+func someTable(t testing.TB, fs vfs.FS, dir string) string {
+	t.Helper()
+	ls, err := fs.List(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range slices.Backward(ls) {
+		if strings.HasSuffix(name, ".sst") {
+			return name
+		}
+	}
+	t.Fatalf("no table in %v", ls)
+	return ""
+}
+
 // writeFile replaces path's content with b.
 func writeFile(t testing.TB, fs vfs.FS, path string, b []byte) {
 	t.Helper()

@@ -57,18 +57,24 @@ func walChecksum(b []byte) uint32 {
 	return (c>>15 | c<<17) + 0xa282ead8
 }
 
+// walLogNum returns the log number of a WAL file's name, "000018.log".
+func walLogNum(name string) (uint32, bool) {
+	num, ok := strings.CutSuffix(name, ".log")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(num, 10, 32)
+	return uint32(n), err == nil
+}
+
 // checkWALs checks every WAL file in dir; see the comment above.
 func checkWALs(fs vfs.FS, dir string, names []string) error {
 	for _, name := range names {
-		num, ok := strings.CutSuffix(name, ".log")
+		n, ok := walLogNum(name)
 		if !ok {
 			continue
 		}
-		n, err := strconv.ParseUint(num, 10, 32)
-		if err != nil {
-			continue
-		}
-		if err := checkWAL(fs, fs.PathJoin(dir, name), uint32(n)); err != nil {
+		if err := checkWAL(fs, fs.PathJoin(dir, name), n); err != nil {
 			return err
 		}
 	}
@@ -174,15 +180,11 @@ type walStarts struct {
 func walFirstLogSeqs(fs vfs.FS, dir string, names []string) (map[string]walStarts, error) {
 	out := make(map[string]walStarts)
 	for _, name := range names {
-		num, ok := strings.CutSuffix(name, ".log")
+		n, ok := walLogNum(name)
 		if !ok {
 			continue
 		}
-		n, err := strconv.ParseUint(num, 10, 32)
-		if err != nil {
-			continue
-		}
-		st, err := readWALStarts(fs, fs.PathJoin(dir, name), uint32(n))
+		st, err := readWALStarts(fs, fs.PathJoin(dir, name), n)
 		if err != nil {
 			return nil, err
 		}
@@ -332,12 +334,8 @@ func (o Options) attribute(dir string, err error) error {
 // damagedWAL reports whether name is a WAL holding an invalid chunk that
 // a valid chunk of its own log follows.
 func damagedWAL(fs vfs.FS, path, name string) bool {
-	num, ok := strings.CutSuffix(name, ".log")
+	n, ok := walLogNum(name)
 	if !ok {
-		return false
-	}
-	n, err := strconv.ParseUint(num, 10, 32)
-	if err != nil {
 		return false
 	}
 	f, err := fs.Open(path)
@@ -353,7 +351,7 @@ func damagedWAL(fs vfs.FS, path, name string) bool {
 	for block := 0; block < len(b); block += walBlockBytes {
 		blk := b[block:min(block+walBlockBytes, len(b))]
 		for off := 0; off+walLegacyHeaderBytes <= len(blk); {
-			end, ok := walChunkAt(blk, off, uint32(n))
+			end, ok := walChunkAt(blk, off, n)
 			switch {
 			case ok && invalid:
 				return true
