@@ -82,3 +82,7 @@ func SnapshotHeld(e *Engine) (bool, error) { return e.r.SnapshotHeld(context.Bac
 
 // SetInitiatedHook sets testHookInitiated; nil clears it.
 func SetInitiatedHook(f func()) { testHookInitiated = f }
+
+// ErrQueuesWithheld is close evidence's error when the drain was not
+// reconciled.
+var ErrQueuesWithheld = errQueuesWithheld

@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -31,7 +30,7 @@ const (
 
 // errQueuesWithheld is the close-evidence error when the drain was not
 // reconciled, so the internal queues' barrier stayed closed (SD-18).
-var errQueuesWithheld = errors.New("quire: internal queues not closed: drain not reconciled")
+var errQueuesWithheld = fmt.Errorf("quire: internal queues not closed, drain not reconciled: %w", shutdown.ErrWithheld)
 
 // EngineSnapshot is a point-in-time view of the engine (SD-34).
 type EngineSnapshot struct {

@@ -229,6 +229,16 @@ func TestSD37_NeverYieldingHandlerIsIncomplete(t *testing.T) {
 	}
 }
 
+// TestSD18_WithheldQueuesAreTheCoordinatorsWithheld: close evidence's
+// error for queues it withholds (the drain not reconciled) matches
+// shutdown.ErrWithheld, so that the close action ends TimedOut, as a
+// withheld action does (SD-18), not Failed (SD-28).
+func TestSD18_WithheldQueuesAreTheCoordinatorsWithheld(t *testing.T) {
+	if !errors.Is(api.ErrQueuesWithheld, shutdown.ErrWithheld) {
+		t.Fatalf("%v does not match shutdown.ErrWithheld", api.ErrQueuesWithheld)
+	}
+}
+
 func TestSD10_ForcedAtGWithShutdownDeadline(t *testing.T) {
 	b := setup(t, func(o *api.Options) { o.ShutdownTimeout = 30 * time.Second })
 	d, release, res := shutdownBlocked(b)

@@ -3,6 +3,7 @@ package shutdown
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"sync"
@@ -584,6 +585,23 @@ func TestSD18_UnresolvedSettlementWithholds(t *testing.T) {
 		"close completed/not_attempted", "owned-resources timed_out/not_attempted")
 	wantEq(t, "close reconciled", rep.CloseReconciled, false)
 	wantSlice(t, "closed", b.closedNames(), nil)
+	wantEq(t, "completion", rep.Completion, Incomplete)
+}
+
+// TestSD18_WithheldCloseTimesOut: a close evidence that withholds the
+// internal queues because the drain was not reconciled ends TimedOut, as a
+// withheld action does (SD-18), not Failed (SD-28: Failed means a close
+// call returned an error).
+func TestSD18_WithheldCloseTimesOut(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(b *testBundle) {
+		b.eng.counters = Counters{Drained: 1, Unresolved: 1, Joined: true}
+		b.eng.closeEv.err = fmt.Errorf("queues not closed: %w", ErrWithheld)
+	})
+	b.c.Initiate(TriggerSigterm)
+	rep, _ := b.finish()
+	wantActions(t, rep, "admission completed/not_attempted", "drain completed/not_attempted",
+		"close timed_out/not_attempted")
 	wantEq(t, "completion", rep.Completion, Incomplete)
 }
 

@@ -12,6 +12,11 @@ var (
 	// ErrNotInitiated is returned by [Coordinator.Force] before any
 	// initiation: force needs a shutdown to force.
 	ErrNotInitiated = errors.New("shutdown: force requested before initiation")
+	// ErrWithheld is matched by the error of an [Engine] call that withheld
+	// a close because its barrier never opened (SD-18: CloseEvidence when
+	// the drain was not reconciled). The action then ends TimedOut, as a
+	// withheld action does, not Failed: nothing was closed that failed.
+	ErrWithheld = errors.New("shutdown: withheld: its barrier never opened")
 	// ErrIncomplete is matched by the [*Error] of a shutdown whose report is
 	// [Incomplete].
 	ErrIncomplete = errors.New("shutdown: incomplete")

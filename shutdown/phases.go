@@ -2,6 +2,7 @@ package shutdown
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
 
@@ -198,10 +199,23 @@ func (c *Coordinator) closeEvidence(p *pass) {
 	run := c.runAction([]func(context.Context) error{
 		func(ctx context.Context) error { return c.eng.CloseEvidence(ctx, req) },
 	}, true, nil)
+	if run.calls[0].returned && errors.Is(run.calls[0].err, ErrWithheld) {
+		// SD-18: a withheld close waited for a barrier that never opens.
+		run.graceful, run.forced = withheldOutcome(run.graceful), withheldOutcome(run.forced)
+	}
 	a := Action{Phase: PhaseCloseEvidence, Component: ComponentClose, Graceful: run.graceful, Forced: run.forced}
 	p.closeProven = a.Complete()
 	p.rep.Actions = append(p.rep.Actions, a)
 	c.phaseFinished(PhaseCloseEvidence, a.Graceful, a.Forced, nil)
+}
+
+// withheldOutcome is o for a path that withheld its close: TimedOut where
+// the call's error made it Failed.
+func withheldOutcome(o Outcome) Outcome {
+	if o == OutcomeFailed {
+		return OutcomeTimedOut
+	}
+	return o
 }
 
 // closeReconciled is CloseReconciled as of now: DrainReconciled, close
