@@ -291,6 +291,62 @@ func TestOpenRefusesAJournalMissingParts(t *testing.T) {
 		}
 		closeJ(j)
 	})
+	t.Run("a hole before a WAL's records", func(t *testing.T) {
+		// Records 1..10 in a table; 11..20 in a WAL, flushed to a second
+		// table by the next open, which also writes a new MANIFEST; 21..30
+		// in the next WAL. The MANIFEST and its marker are then put back
+		// as they were before that open: the store lists the first table
+		// only, the second WAL is gone, the third is replayed. Only the
+		// record before the third WAL's first tells.
+		fs := vfs.NewMem()
+		j := openJ(t, fs, "db", Options{noCompactions: true})
+		for range 10 {
+			mustAppend(t, j, debugRec("s1", "kept"))
+		}
+		if err := j.db.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		for range 10 {
+			mustAppend(t, j, debugRec("s1", "kept"))
+		}
+		if err := j.Close(); err != nil {
+			t.Fatal(err)
+		}
+		old := map[string][]byte{}
+		ls, _ := fs.List("db")
+		for _, name := range ls {
+			if strings.HasPrefix(name, "MANIFEST-") || strings.HasPrefix(name, "marker.manifest.") {
+				old[name] = readFile(t, fs, fs.PathJoin("db", name))
+			}
+		}
+		j = openJ(t, fs, "db", Options{noCompactions: true})
+		for range 10 {
+			mustAppend(t, j, debugRec("s1", "kept"))
+		}
+		if err := j.Close(); err != nil {
+			t.Fatal(err)
+		}
+		ls, _ = fs.List("db")
+		for _, name := range ls {
+			if strings.HasPrefix(name, "MANIFEST-") || strings.HasPrefix(name, "marker.manifest.") {
+				if err := fs.Remove(fs.PathJoin("db", name)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		for name, b := range old {
+			writeFile(t, fs, fs.PathJoin("db", name), b)
+		}
+		before := dirState(t, fs, "db")
+		_, err := Open("db", Options{FS: fs, Clock: clk})
+		var ce *CorruptError
+		if !errors.As(err, &ce) || ce.Seq != 20 || !strings.Contains(err.Error(), "record 20 of 30 is missing, before the records of WAL") {
+			t.Fatalf("err %v, want a *CorruptError at seq 20, before a WAL", err)
+		}
+		if after := dirState(t, fs, "db"); !maps.Equal(before, after) {
+			t.Fatalf("the refused open changed the directory: %v, then %v", before, after)
+		}
+	})
 	t.Run("a listed table missing from the directory", func(t *testing.T) {
 		fs := vfs.NewMem()
 		j := openJ(t, fs, "db", Options{})
@@ -406,15 +462,7 @@ func TestOpenRefusesAWALDamagedBeforeAcknowledgedRecords(t *testing.T) {
 			}
 		}
 		path := fs.PathJoin("db", wal)
-		f, err := fs.Open(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := io.ReadAll(f)
-		_ = f.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := readFile(t, fs, path)
 		b[len(b)*pct/100] ^= 0x40
 		writeFile(t, fs, path, b)
 		return path
@@ -497,6 +545,21 @@ func someTable(t testing.TB, fs vfs.FS, dir string) string {
 	}
 	t.Fatalf("no table in %v", ls)
 	return ""
+}
+
+// readFile returns path's content.
+func readFile(t testing.TB, fs vfs.FS, path string) []byte {
+	t.Helper()
+	f, err := fs.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // writeFile replaces path's content with b.
