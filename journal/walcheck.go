@@ -112,21 +112,11 @@ func checkWAL(fs vfs.FS, path string, logNum uint32) error {
 // the first invalid one, or ok for a block that parses to its end.
 func firstInvalidChunk(b []byte, logNum uint32) (off int, ok bool) {
 	for off+walLegacyHeaderBytes <= len(b) {
-		sum := binary.LittleEndian.Uint32(b[off:])
-		length := int(binary.LittleEndian.Uint16(b[off+4:]))
-		enc := b[off+6]
-		if sum == 0 && length == 0 && enc == 0 {
-			// The writer zero-pads a block tail too short for a header.
-			if len(b)-off < walSyncHeaderBytes && allZero(b[off:]) {
+		end, valid := walChunkAt(b, off, logNum)
+		if !valid {
+			if padding(b[off:]) {
 				return 0, true
 			}
-			return off, false
-		}
-		hs := walHeaderBytes(enc)
-		end := off + hs + length
-		if hs == 0 || end > len(b) ||
-			(hs > walLegacyHeaderBytes && binary.LittleEndian.Uint32(b[off+7:]) != logNum) ||
-			walChecksum(b[off+6:end]) != sum {
 			return off, false
 		}
 		off = end
@@ -134,15 +124,18 @@ func firstInvalidChunk(b []byte, logNum uint32) (off int, ok bool) {
 	return 0, true
 }
 
+// padding reports whether tail is the zeros the writer pads a block's tail
+// with when it is too short for a header.
+func padding(tail []byte) bool { return len(tail) < walSyncHeaderBytes && allZero(tail) }
+
 // syncProofAfter looks, at every byte offset from from on, for a valid WAL
 // sync chunk of logNum recording a synced offset beyond invalid.
 func syncProofAfter(b []byte, from int, logNum uint32, invalid uint64) (uint64, bool) {
 	for p := from; p+walSyncHeaderBytes <= len(b); p++ {
-		if enc := b[p+6]; enc < 9 || enc > 12 || binary.LittleEndian.Uint32(b[p+7:]) != logNum {
+		if enc := b[p+6]; enc < 9 || enc > 12 {
 			continue
 		}
-		end := p + walSyncHeaderBytes + int(binary.LittleEndian.Uint16(b[p+4:]))
-		if end > len(b) || walChecksum(b[p+6:end]) != binary.LittleEndian.Uint32(b[p:]) {
+		if _, ok := walChunkAt(b, p, logNum); !ok {
 			continue
 		}
 		if synced := binary.LittleEndian.Uint64(b[p+11:]); synced > invalid {
@@ -203,42 +196,56 @@ const (
 	batchKindSet     = 1
 )
 
-// readWALStarts scans one WAL's valid chunks: every chunk that begins a
-// batch, in every block, so that a batch after damage is read too.
+// readWALStarts reads, from every chunk of one WAL that begins a batch,
+// the acknowledged seq it records and its first record's seq.
 func readWALStarts(fs vfs.FS, path string, logNum uint32) (walStarts, error) {
 	var st walStarts
+	err := scanWAL(fs, path, logNum, func(chunk []byte, enc byte, _ bool) bool {
+		if t := (enc - 1) % 4; t <= 1 { // a full or first chunk begins a batch
+			acked, first := batchStart(chunk[walHeaderBytes(enc):])
+			st.acked = max(st.acked, acked)
+			if st.first == 0 {
+				st.first = first
+			}
+		}
+		return true
+	})
+	return st, err
+}
+
+// scanWAL calls fn with every valid chunk of logNum in one WAL, in order,
+// and whether anything but a block's tail padding came before it (damage,
+// a torn write or a recycled file's old content), until fn returns false.
+// Past anything invalid it resyncs byte by byte, in every block: a chunk
+// read past damage still proves what it records.
+func scanWAL(fs vfs.FS, path string, logNum uint32, fn func(chunk []byte, enc byte, afterInvalid bool) bool) error {
 	f, err := fs.Open(path)
 	if err != nil {
-		return st, fmt.Errorf("journal: read WAL %s: %w", path, err)
+		return fmt.Errorf("journal: read WAL %s: %w", path, err)
 	}
 	defer func() { _ = f.Close() }()
 	buf := make([]byte, walBlockBytes)
+	invalid := false
 	for {
 		n, err := io.ReadFull(f, buf)
 		if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
-			return st, fmt.Errorf("journal: read WAL %s: %w", path, err)
+			return fmt.Errorf("journal: read WAL %s: %w", path, err)
 		}
 		b := buf[:n]
 		for off := 0; off+walLegacyHeaderBytes <= len(b); {
 			end, ok := walChunkAt(b, off, logNum)
 			if !ok {
-				// Padding, a torn tail or damage: a batch may still begin
-				// later in the block, and prove what it records.
+				invalid = invalid || !padding(b[off:])
 				off++
 				continue
 			}
-			enc := b[off+6]
-			if t := (enc - 1) % 4; t <= 1 { // a full or first chunk begins a batch
-				acked, first := batchStart(b[off+walHeaderBytes(enc) : end])
-				st.acked = max(st.acked, acked)
-				if st.first == 0 {
-					st.first = first
-				}
+			if !fn(b[off:end], b[off+6], invalid) {
+				return nil
 			}
 			off = end
 		}
 		if n < walBlockBytes {
-			return st, nil
+			return nil
 		}
 	}
 }
@@ -338,32 +345,10 @@ func damagedWAL(fs vfs.FS, path, name string) bool {
 	if !ok {
 		return false
 	}
-	f, err := fs.Open(path)
-	if err != nil {
-		return false
-	}
-	defer func() { _ = f.Close() }()
-	b, err := io.ReadAll(f)
-	if err != nil {
-		return false
-	}
-	invalid := false
-	for block := 0; block < len(b); block += walBlockBytes {
-		blk := b[block:min(block+walBlockBytes, len(b))]
-		for off := 0; off+walLegacyHeaderBytes <= len(blk); {
-			end, ok := walChunkAt(blk, off, n)
-			switch {
-			case ok && invalid:
-				return true
-			case ok:
-				off = end
-			default:
-				if len(blk)-off >= walSyncHeaderBytes || !allZero(blk[off:]) {
-					invalid = true // not the zero padding of a block's tail
-				}
-				off++
-			}
-		}
-	}
-	return false
+	found := false
+	_ = scanWAL(fs, path, n, func(_ []byte, _ byte, afterInvalid bool) bool {
+		found = afterInvalid
+		return !found
+	})
+	return found
 }
