@@ -195,7 +195,7 @@ func TestOpenRatchetsAnOlderJournal(t *testing.T) {
 	}
 }
 
-// TestOpenRefusesAJournalMissingParts: a store that lost what its MANIFEST
+// TestOpenRefusesAJournalMissingParts (RL-5): a store that lost what its MANIFEST
 // listed (a damaged MANIFEST whose last edit reads as a torn write) is
 // refused as corrupt, not taken for another program's store nor for a new
 // one, and nothing in the directory changes: a read-write Pebble open
@@ -424,7 +424,7 @@ func TestWALFirstLogSeqs(t *testing.T) {
 	}
 }
 
-// TestOpenRefusesAWALDamagedBeforeAcknowledgedRecords: a WAL damaged in
+// TestOpenRefusesAWALDamagedBeforeAcknowledgedRecords (RL-1, RL-5): a WAL damaged in
 // the middle reads as a torn tail to Pebble when the synced offsets its
 // later chunks record lag behind (they do for batches that fill whole
 // blocks), and every acknowledged record after the damage was dropped
