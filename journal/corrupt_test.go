@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -349,5 +350,114 @@ func TestT7_EnvelopeAndChain(t *testing.T) { // RL-5
 				}
 			}
 		})
+	}
+}
+
+// A quarantining scan reads past damage it can attribute to a stream
+// through the s/ index, reporting each damaged seq with its stream, and
+// still ends at damage that leaves the order untrustworthy (RL-5, §4.4).
+func TestT7_QuarantiningScan(t *testing.T) { // RL-5
+	t.Parallel()
+	cases := []struct {
+		name    string
+		edit    func(t *testing.T, db *pebble.DB)
+		damaged map[uint64]string // seq -> stream, when the scan reads on
+		refuse  uint64            // the seq of the error that ends it, else 0
+	}{
+		{"swap two records", func(t *testing.T, db *pebble.DB) {
+			a, b := rawGet(t, db, record.LogKey(10)), rawGet(t, db, record.LogKey(20))
+			_ = db.Set(record.LogKey(10), b, pebble.Sync)
+			_ = db.Set(record.LogKey(20), a, pebble.Sync)
+		}, map[uint64]string{10: "wf_4", 20: "wf_4"}, 0},
+		{"corrupt a payload byte", func(t *testing.T, db *pebble.DB) {
+			v := rawGet(t, db, record.LogKey(17))
+			v[len(v)-6] ^= 0x20
+			_ = db.Set(record.LogKey(17), v, pebble.Sync)
+		}, map[uint64]string{17: "wf_1"}, 0},
+		{"a valid checksum over an unknown kind", func(t *testing.T, db *pebble.DB) {
+			reseal(t, db, 23, func(e *record.Envelope) { e.Kind = 250 })
+		}, map[uint64]string{23: "wf_2"}, 0},
+		{"drop a middle record", func(t *testing.T, db *pebble.DB) {
+			_ = db.Delete(record.LogKey(12), pebble.Sync)
+		}, nil, 12},
+		{"break the chain between two valid records", func(t *testing.T, db *pebble.DB) {
+			reseal(t, db, 9, func(e *record.Envelope) { e.PrevSum++ })
+		}, nil, 9},
+		{"delete an s/ entry", func(t *testing.T, db *pebble.DB) {
+			_ = db.Delete(appendStreamKey(nil, "wf_4", 5), pebble.Sync)
+		}, nil, 5},
+		{"damage with no s/ entry", func(t *testing.T, db *pebble.DB) {
+			v := rawGet(t, db, record.LogKey(14))
+			v[len(v)-6] ^= 0x20
+			_ = db.Set(record.LogKey(14), v, pebble.Sync)
+			_ = db.Delete(appendStreamKey(nil, "wf_3", 14), pebble.Sync)
+		}, nil, 14},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			fs := t7Journal(t)
+			rawEdit(t, fs, "db", func(db *pebble.DB) { c.edit(t, db) })
+			j := openJ(t, fs, "db", Options{})
+			defer func() { _ = j.Close() }()
+			it := j.ScanQuarantining(0, math.MaxUint64)
+			var seq uint64
+			for it.Next() {
+				seq++
+				if d := it.Damaged(); d != nil {
+					if want, ok := c.damaged[seq]; !ok || d.Seq != seq || d.Stream != want {
+						t.Fatalf("seq %d damaged %+v, want stream %q", seq, d, want)
+					}
+					if !errors.Is(d, ErrCorrupt) {
+						t.Fatalf("damage %v does not match ErrCorrupt", d)
+					}
+					continue
+				}
+				if _, bad := c.damaged[seq]; bad {
+					t.Fatalf("seq %d read as sound", seq)
+				}
+				if r := it.Record(); r.Seq != seq || r.Stream != t7Stream(seq) || msgOf(t, r) != fmt.Sprint(seq) {
+					t.Fatalf("seq %d read as %+v", seq, r)
+				}
+			}
+			err := it.Close()
+			if c.refuse == 0 {
+				if err != nil || seq != 30 {
+					t.Fatalf("scan ended at seq %d with %v, want all 30 records", seq, err)
+				}
+				return
+			}
+			var ce *CorruptError
+			if !errors.As(err, &ce) || ce.Seq != c.refuse {
+				t.Fatalf("scan ended at seq %d with %v, want a *CorruptError at seq %d", seq, err, c.refuse)
+			}
+		})
+	}
+}
+
+// Damage in the engine's own stream is never quarantined: the scan ends
+// there (§4.4).
+func TestT7_QuarantiningScanRefusesEngineStream(t *testing.T) { // RL-5
+	t.Parallel()
+	fs := vfs.NewMem()
+	j := openJ(t, fs, "db", Options{})
+	mustAppend(t, j, debugRec("wf_0", "1"), debugRec(record.EngineStream, "2"), debugRec("wf_0", "3"))
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rawEdit(t, fs, "db", func(db *pebble.DB) {
+		v := rawGet(t, db, record.LogKey(2))
+		v[len(v)-6] ^= 0x20
+		_ = db.Set(record.LogKey(2), v, pebble.Sync)
+	})
+	j = openJ(t, fs, "db", Options{})
+	defer func() { _ = j.Close() }()
+	it := j.ScanQuarantining(0, math.MaxUint64)
+	n := 0
+	for it.Next() {
+		n++
+	}
+	var ce *CorruptError
+	if err := it.Close(); !errors.As(err, &ce) || ce.Seq != 2 || ce.Stream != record.EngineStream || n != 1 {
+		t.Fatalf("scan read %d records and ended with %v, want a *CorruptError at seq 2 in the engine stream", n, err)
 	}
 }

@@ -160,6 +160,13 @@ type Iter struct {
 	err     error
 	started bool
 	done    bool
+
+	// quarantine is set by ScanQuarantining: damaged is the current
+	// record's damage, and skipChain skips the chain check of the record
+	// after one whose bytes failed their checks.
+	quarantine bool
+	damaged    *CorruptError
+	skipChain  bool
 }
 
 // Scan iterates the global log over seqs from..to (inclusive; from 0 means
@@ -208,6 +215,23 @@ func (j *Journal) Scan(from, to uint64) *Iter {
 	it.open(
 		&pebble.IterOptions{LowerBound: record.LogKey(from), UpperBound: record.LogKey(it.last + 1)},
 		&pebble.IterOptions{LowerBound: []byte(prefixStream), UpperBound: prefixEnd(prefixStream)})
+	return it
+}
+
+// ScanQuarantining is [Journal.Scan] for a recovery that quarantines
+// damaged streams instead of refusing the whole journal (spec/reliability.md
+// §4.4). A record that fails its own checks (§4.2) and that the s/ index
+// attributes to a stream other than [record.EngineStream] does not end the
+// iteration: Next returns true with [Iter.Damaged] set to its
+// *CorruptError and [Iter.Record] zero, and the chain check between it and
+// the next record is skipped, since a break there is attributed to it.
+// Everything else still ends the iteration with an error: damage in the
+// engine stream, a record with no s/ entry, a missing record, a chain
+// break between two records that each pass their checks, an At that goes
+// back, a record of a newer envelope version.
+func (j *Journal) ScanQuarantining(from, to uint64) *Iter {
+	it := j.Scan(from, to)
+	it.quarantine = true
 	return it
 }
 
@@ -267,6 +291,7 @@ func (it *Iter) Next() bool {
 		it.err, it.done = err, true
 		return false
 	}
+	it.damaged = nil
 	var ok bool
 	if !it.started {
 		it.started = true
@@ -311,9 +336,15 @@ func (it *Iter) stepLog() error {
 	}
 	env, err := record.ParseEnvelope(seq, val, j.opts.RecordBytesMax)
 	if err != nil {
-		return j.recordError(seq, "", err)
+		if err := it.damage(seq, j.recordError(seq, "", err)); err != nil {
+			return err
+		}
+		it.skipChain = true // its own crc is not to be trusted
+		return nil
 	}
-	if env.PrevSum != it.prevSum {
+	if it.skipChain {
+		it.skipChain = false
+	} else if env.PrevSum != it.prevSum {
 		return corruptAt(seq, env.Stream, fmt.Sprintf("chain: prevSum %08x, record %d has crc %08x", env.PrevSum, seq-1, it.prevSum), nil)
 	}
 	if env.At < it.prevAt {
@@ -362,12 +393,38 @@ func (it *Iter) stepStream() error {
 func (it *Iter) accept(env record.Envelope) error {
 	rec, err := env.Decode()
 	if err != nil {
-		return it.j.recordError(env.Seq, env.Stream, err)
+		err = it.j.recordError(env.Seq, env.Stream, err)
+		if it.stream != "" {
+			return err
+		}
+		if err := it.damage(env.Seq, err); err != nil {
+			return err
+		}
+		// Its checksum held: the chain goes on from it.
+		it.prevSum, it.prevAt = env.Sum, env.At
+		return nil
 	}
 	it.env, it.rec = env, rec
 	it.prevSum, it.prevAt, it.next = env.Sum, env.At, env.Seq+1
 	return nil
 }
+
+// damage makes err, the damage of record seq, the current item of a
+// quarantining scan, when §4.4 lets its stream be quarantined; otherwise
+// it returns err, which ends the iteration.
+func (it *Iter) damage(seq uint64, err error) error {
+	var ce *CorruptError
+	if !it.quarantine || !errors.As(err, &ce) || ce.Stream == "" || ce.Stream == record.EngineStream {
+		return err
+	}
+	it.damaged, it.env, it.rec = ce, record.Envelope{}, record.Record{}
+	it.next = seq + 1
+	return nil
+}
+
+// Damaged returns the current record's damage during a
+// [Journal.ScanQuarantining] scan, or nil when the record is sound.
+func (it *Iter) Damaged() *CorruptError { return it.damaged }
 
 // Record returns the current record (valid after Next returned true; it
 // does not alias journal memory).
