@@ -59,6 +59,12 @@ const (
 
 var checkOrder = []string{checkRecords, checkChain, checkContinuity, checkTimeOrder, checkStreams, checkSnapshots, checkIndex, checkReplay}
 
+// problemKey identifies a problem of journal.Verify's report.
+type problemKey struct {
+	seq    uint64
+	reason string
+}
+
 type problem struct {
 	Check  string
 	Seq    uint64 // 0: no record to name (damage in a file, a malformed key)
@@ -67,11 +73,11 @@ type problem struct {
 	Reason string
 }
 
-// classify assigns a problem journal.Verify found to a check.
+// classify assigns a problem journal.Verify found to a check. Snapshot
+// problems are not among them: the replay pass files those from the
+// snapshot iterator's typed errors (see snapshotProblem).
 func classify(reason string) string {
 	switch {
-	case strings.HasPrefix(reason, "snapshot"):
-		return checkSnapshots
 	case strings.Contains(reason, "missing") && strings.HasPrefix(reason, "record"):
 		return checkContinuity
 	case strings.HasPrefix(reason, "chain"):
@@ -95,7 +101,12 @@ type verifier struct {
 	replayStop    string          // why replay stopped before the end, if it did
 	indexChecked  int64           // terminal-index entries checked against replay
 	snapsCompared int             // snapshots compared with replay
+	snapsStored   int             // snapshots stored, bad ones included
 	stopped       bool            // damage stopped the passes: checks without a problem are incomplete
+
+	// snapFiled holds the journal.Verify problems that the replay pass
+	// filed under the snapshots check already, as the journal words them.
+	snapFiled map[problemKey]bool
 }
 
 func (v *verifier) add(p problem) {
@@ -154,8 +165,12 @@ func (c *verifyCmd) Run(x *runCtx) error {
 	}
 	// Problems in check order: the journal's first, then replay's.
 	out := &verifier{dropped: jv.rep.Dropped + v.dropped, rep: &jv.rep,
-		replayed: res.replayed, replayStop: res.replayStop, indexChecked: res.indexChecked, snapsCompared: res.snapsCompared}
+		replayed: res.replayed, replayStop: res.replayStop, indexChecked: res.indexChecked,
+		snapsCompared: res.snapsCompared, snapsStored: res.snapsStored}
 	for _, p := range jv.rep.Problems {
+		if res.snapFiled[problemKey{p.Seq, p.Reason}] {
+			continue // a bad snapshot: the replay pass filed it under snapshots
+		}
 		out.add(problem{Check: classify(p.Reason), Seq: p.Seq, Stream: p.Stream, Reason: p.Reason})
 	}
 	for _, p := range v.problems {
@@ -274,15 +289,23 @@ func fileName(path string) string {
 // in a verifier; an error (as the journal returned it) means the pass
 // could not finish.
 func (c *verifyCmd) replayPass(x *runCtx, j *journal.Journal, v *verifier) (*verifier, error) {
-	res := &verifier{}
+	res := &verifier{snapFiled: map[problemKey]bool{}}
 
-	// Snapshots must equal the replay of the log up to their seq.
+	// Snapshots must pass their own checks and equal the replay of the
+	// log up to their seq.
 	digests := map[uint64][32]byte{}
 	snaps := j.Snapshots()
 	for snaps.Next() {
 		s := snaps.Snapshot()
+		res.snapsStored++
 		if s.Err != nil {
-			continue // journal.Verify reported it
+			if p, ok := snapshotProblem(s); ok {
+				// journal.Verify reports the same error, worded as
+				// s.Err.Error(): Run drops its copy.
+				res.snapFiled[problemKey{s.Seq, s.Err.Error()}] = true
+				v.add(p)
+			}
+			continue
 		}
 		st, err := replay.Decode(s.State)
 		switch {
@@ -358,6 +381,27 @@ func (c *verifyCmd) replayPass(x *runCtx, j *journal.Journal, v *verifier) (*ver
 	}
 	it.Close()
 	return res, nil
+}
+
+// snapshotProblem is the problem of a snapshot that fails its checks,
+// or false when s.Err is damage Pebble found in a file (or the fail-stop
+// it caused), which stops verify and is reported as such.
+func snapshotProblem(s journal.Snapshot) (problem, bool) {
+	var ce *journal.CorruptError
+	if !errors.As(s.Err, &ce) {
+		if errors.Is(s.Err, journal.ErrFailStop) {
+			return problem{}, false
+		}
+		return problem{Check: checkSnapshots, Seq: s.Seq, Reason: "snapshot: " + s.Err.Error()}, true
+	}
+	if ce.File != "" {
+		return problem{}, false
+	}
+	reason := ce.Reason
+	if ce.Err != nil {
+		reason += ": " + ce.Err.Error()
+	}
+	return problem{Check: checkSnapshots, Seq: ce.Seq, Stream: ce.Stream, Reason: reason}, true
 }
 
 func short(d [32]byte) string { return hex.EncodeToString(d[:8]) }
@@ -495,7 +539,7 @@ func (x *runCtx) verifyReport(dir string, v *verifier) error {
 		}
 		switch check {
 		case checkSnapshots:
-			return fmt.Sprintf("ok (%d stored, %d compared with replay)", rep.Snapshots, v.snapsCompared)
+			return fmt.Sprintf("ok (%d stored, %d compared with replay)", v.snapsStored, v.snapsCompared)
 		case checkIndex:
 			return fmt.Sprintf("ok (%d entries, %d checked against replay%s)", rep.IndexEntries, v.indexChecked, partial)
 		case checkReplay:
@@ -537,7 +581,7 @@ func (x *runCtx) verifyReport(dir string, v *verifier) error {
 		o := object{{"type", "verify"}, {"dir", dir}, {"ok", ok}, {"problems", len(v.problems) + v.dropped}}
 		if rep != nil {
 			o = append(o, member{"first_seq", rep.FirstSeq}, member{"last_seq", rep.LastSeq}, member{"records", rep.Records},
-				member{"bytes", rep.Bytes}, member{"streams", rep.Streams}, member{"snapshots", rep.Snapshots},
+				member{"bytes", rep.Bytes}, member{"streams", rep.Streams}, member{"snapshots", v.snapsStored},
 				member{"index_entries", rep.IndexEntries}, member{"replayed", v.replayed}, member{"index_checked", v.indexChecked},
 				member{"snapshots_compared", v.snapsCompared})
 		}

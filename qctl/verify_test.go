@@ -2,7 +2,9 @@ package qctl_test
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -340,5 +342,60 @@ func TestVerifyDamagedBlock(t *testing.T) {
 
 	if code, _, stderr := damaged("-d", fixtureDir, "jobs"); code != qctl.ExitUsage || !strings.Contains(stderr, "file <table> is damaged: block 0/") || strings.Contains(stderr, "carrier") {
 		t.Fatalf("jobs: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestVerifyDamagedSnapshot: a snapshot whose own checksum fails is a
+// problem of the snapshots check, not of the records, and is counted
+// among the stored snapshots (RL-5; spec/reliability.md §4.3: a bad
+// snapshot is reported, and only ignored by Open).
+func TestVerifyDamagedSnapshot(t *testing.T) {
+	t.Parallel()
+	fs := fixture(t)
+	var seq uint64
+	editStore(t, fs, fixtureDir, func(db *pebble.DB) {
+		it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte("x/"), UpperBound: []byte("x0")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !it.First() {
+			t.Fatal("the fixture holds no snapshot")
+		}
+		key := append([]byte(nil), it.Key()...)
+		seq = binary.BigEndian.Uint64(key[2:])
+		if err := it.Close(); err != nil {
+			t.Fatal(err)
+		}
+		v := get(t, db, key)
+		v[len(v)/2] ^= 0x01
+		set(t, db, key, v)
+	})
+
+	code, stdout, _ := run(t, fs, "--json", "verify", fixtureDir)
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	var prob verifyProblem
+	var summary struct {
+		OK        bool            `json:"ok"`
+		Snapshots int             `json:"snapshots"`
+		Checks    map[string]bool `json:"checks"`
+	}
+	if code != qctl.ExitFindings || len(lines) != 2 || json.Unmarshal([]byte(lines[0]), &prob) != nil || json.Unmarshal([]byte(lines[1]), &summary) != nil {
+		t.Fatalf("verify --json: exit %d\n%s", code, stdout)
+	}
+	if prob.Check != "snapshots" || prob.Seq != seq || !strings.HasPrefix(prob.Reason, "snapshot: envelope: ") {
+		t.Errorf("verify --json problem %+v, want a snapshots problem at seq %d", prob, seq)
+	}
+	if summary.OK || summary.Snapshots != 1 || summary.Checks["snapshots"] || !summary.Checks["records"] {
+		t.Errorf("verify --json summary %+v, want snapshots false, records true, 1 snapshot stored", summary)
+	}
+
+	code, stdout, _ = run(t, fs, "verify", fixtureDir)
+	for _, want := range []string{"records         ok\n", "snapshots       FAIL (1)\n", fmt.Sprintf("snapshots  %d", seq), "FAIL: 1 problem"} {
+		if code != qctl.ExitFindings || !strings.Contains(stdout, want) {
+			t.Errorf("verify: exit %d, does not say %q:\n%s", code, want, stdout)
+		}
+	}
+	if strings.Contains(stdout, "journal: corrupt at seq") {
+		t.Errorf("verify repeats the error's prefix in the problem:\n%s", stdout)
 	}
 }
