@@ -51,6 +51,10 @@ type fx struct {
 	t   testing.TB
 	clk *clocktest.Clock
 	j   *journal.Journal
+	// lastFail is each job's last failure (code, error): the engine's
+	// terminal-index summary of a job that succeeds after a failure
+	// keeps it (replay.Summarize).
+	lastFail map[string][2]string
 }
 
 func newFx(t testing.TB, fs vfs.FS, dir string) *fx {
@@ -60,7 +64,7 @@ func newFx(t testing.TB, fs vfs.FS, dir string) *fx {
 	if err != nil {
 		t.Fatalf("open fixture journal: %v", err)
 	}
-	return &fx{t: t, clk: clk, j: j}
+	return &fx{t: t, clk: clk, j: j, lastFail: map[string][2]string{}}
 }
 
 // at moves the clock to t0+d.
@@ -126,9 +130,11 @@ func (f *fx) succeeded(stream, id, handler, queue string, prio uint8, tok uint64
 	if output != nil {
 		out = value(f.t, output)
 	}
+	last := f.lastFail[id]
 	sum, err := replay.EncodeSummary(replay.JobSummary{
 		ID: id, Handler: handler, Queue: queue, Priority: prio, Status: replay.JobCompleted,
-		Attempts: attempts, Consumed: attempts, FinishedAt: f.now(), WorkflowID: wf, Seq: f.next(),
+		Attempts: attempts, Consumed: attempts, LastCode: last[0], LastError: last[1],
+		FinishedAt: f.now(), WorkflowID: wf, Seq: f.next(),
 	})
 	if err != nil {
 		f.t.Fatal(err)
@@ -138,6 +144,7 @@ func (f *fx) succeeded(stream, id, handler, queue string, prio uint8, tok uint64
 }
 
 func (f *fx) retry(stream, id string, tok uint64, code, msg string, delay time.Duration) record.Record {
+	f.lastFail[id] = [2]string{code, msg}
 	return rec(stream, &record.AttemptRetryScheduled{
 		Outcome:    record.Outcome{JobID: id, Token: tok, Code: code, Class: "retryable", Error: msg, Joined: true},
 		DelayNanos: int64(delay), AvailableAt: f.now() + int64(delay),

@@ -43,12 +43,15 @@ func rowOf(j *replay.Job) jobRow {
 	return r
 }
 
-// completedRow is j as attempt_succeeded r leaves it.
+// completedRow is j as attempt_succeeded r leaves it, as its
+// terminal-index summary records it: the last failure, if any, is kept
+// (replay.Summarize of the job before r), so that jobs says what show and
+// api.Status say.
 func completedRow(j *replay.Job, r record.Record) jobRow {
 	row := rowOf(j)
 	row.Status = replay.JobCompleted.String()
 	row.AvailableAt, row.FinishedAt = 0, r.At
-	row.LastCode, row.LastError, row.Lost = "", "", false
+	row.Lost = false
 	return row
 }
 

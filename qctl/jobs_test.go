@@ -1,0 +1,68 @@
+package qctl_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// jobJSON is what TestJobsAgreeWithShow compares of a job line.
+type jobJSON struct {
+	Type      string  `json:"type"`
+	ID        string  `json:"id"`
+	Status    string  `json:"status"`
+	LastCode  *string `json:"last_code"`
+	LastError *string `json:"last_error"`
+}
+
+// TestJobsAgreeWithShow: jobs lists each job's status and last failure as
+// show (and api.Status, both from the terminal index for a finished job)
+// give them: a job that failed once and then succeeded keeps its last
+// error (api.JobStatus.LastError).
+func TestJobsAgreeWithShow(t *testing.T) {
+	t.Parallel()
+	fs := fixture(t)
+	_, stdout, _ := run(t, fs, "--json", "-d", fixtureDir, "jobs")
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if len(lines) < 2 {
+		t.Fatalf("jobs --json:\n%s", stdout)
+	}
+	str := func(p *string) string {
+		if p == nil {
+			return "<none>"
+		}
+		return *p
+	}
+	sawRetry := false
+	for _, line := range lines {
+		var row jobJSON
+		if err := json.Unmarshal([]byte(line), &row); err != nil {
+			t.Fatalf("jobs --json line %q: %v", line, err)
+		}
+		_, out, _ := run(t, fs, "--json", "-d", fixtureDir, "show", row.ID)
+		first, _, _ := strings.Cut(out, "\n")
+		var show jobJSON
+		if err := json.Unmarshal([]byte(first), &show); err != nil || show.Type != "show_job" {
+			t.Fatalf("show --json %s: first line %q (%v)", row.ID, first, err)
+		}
+		if row.Status != show.Status || str(row.LastCode) != str(show.LastCode) || str(row.LastError) != str(show.LastError) {
+			t.Errorf("job %s: jobs says %s %s %q, show says %s %s %q", row.ID,
+				row.Status, str(row.LastCode), str(row.LastError), show.Status, str(show.LastCode), str(show.LastError))
+		}
+		if row.ID == jobRetry {
+			sawRetry = true
+			if row.Status != "completed" || str(row.LastCode) != "HANDLER_ERROR" || str(row.LastError) != "image store: connection reset" {
+				t.Errorf("jobs: %s is %s %s %q, want completed with its retry's error", jobRetry, row.Status, str(row.LastCode), str(row.LastError))
+			}
+		}
+	}
+	if !sawRetry {
+		t.Fatalf("jobs --json does not list %s:\n%s", jobRetry, stdout)
+	}
+	_, text, _ := run(t, fs, "-d", fixtureDir, "jobs")
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(line, jobRetry) && !strings.HasSuffix(line, "HANDLER_ERROR: image store: connection reset") {
+			t.Errorf("jobs: the ERROR column of %s does not show its last error:\n%s", jobRetry, line)
+		}
+	}
+}
