@@ -91,19 +91,18 @@ func (f *folder) track(r record.Record) {
 
 // progress prints a progress line on a terminal during long scans.
 type progress struct {
-	w       io.Writer
+	line    *progressLine
 	elapsed func() time.Duration
 	label   string
 	last    uint64
-	shown   bool
 	n       uint64
 }
 
 func (x *runCtx) progress(label string, last uint64) *progress {
-	if x.env.Progress == nil || x.env.ElapsedFunc == nil {
+	if x.line == nil {
 		return nil
 	}
-	return &progress{w: x.env.Progress, elapsed: x.env.ElapsedFunc, label: label, last: last}
+	return &progress{line: x.line, elapsed: x.env.ElapsedFunc, label: label, last: last}
 }
 
 // step counts one record at seq; every 4096 records, once a second has
@@ -120,15 +119,49 @@ func (p *progress) step(seq uint64) {
 	if p.last > 0 {
 		pct = seq * 100 / p.last
 	}
-	fmt.Fprintf(p.w, "\rqctl %s: seq %d of %d (%d%%)", p.label, seq, p.last, pct)
-	p.shown = true
+	p.line.show(fmt.Sprintf("qctl %s: seq %d of %d (%d%%)", p.label, seq, p.last, pct))
 }
 
 // done erases the progress line.
 func (p *progress) done() {
-	if p != nil && p.shown {
-		fmt.Fprint(p.w, "\r\033[K")
+	if p != nil {
+		p.line.erase()
 	}
+}
+
+// progressLine is the progress line on the terminal. Output written to
+// Stdout or Stderr while it shows erases it first (see [eraseFirst]):
+// they usually share that terminal, and a row printed after the line
+// would otherwise continue it.
+type progressLine struct {
+	w     io.Writer
+	shown bool
+}
+
+// show rewrites the line with text.
+func (l *progressLine) show(text string) {
+	fmt.Fprint(l.w, "\r"+text)
+	l.shown = true
+}
+
+// erase clears the line if it shows, leaving the cursor at its start.
+func (l *progressLine) erase() {
+	if l.shown {
+		fmt.Fprint(l.w, "\r\033[K")
+		l.shown = false
+	}
+}
+
+// eraseFirst is an output writer that erases the progress line before
+// each write.
+type eraseFirst struct {
+	w    io.Writer
+	line *progressLine
+}
+
+func (e eraseFirst) Write(b []byte) (int, error) {
+	e.line.erase()
+	return e.w.Write(b)
 }
 
 // scan calls fn for every record of the log from..to, with progress. A

@@ -109,6 +109,98 @@ func TestProgress(t *testing.T) {
 	}
 }
 
+// terminal is a fake terminal that stdout, stderr and the progress line
+// share: it keeps the screen's lines, with "\r" moving to the start of the
+// line and "\x1b[K" erasing to its end, as a terminal does.
+type terminal struct {
+	lines []string
+	col   int
+	raw   strings.Builder // every byte written
+}
+
+func (t *terminal) Write(b []byte) (int, error) {
+	t.raw.Write(b)
+	if len(t.lines) == 0 {
+		t.lines = []string{""}
+	}
+	for s := string(b); s != ""; {
+		cur := &t.lines[len(t.lines)-1]
+		switch {
+		case strings.HasPrefix(s, "\x1b[K"):
+			*cur = (*cur)[:t.col]
+			s = s[3:]
+		case s[0] == '\r':
+			t.col = 0
+			s = s[1:]
+		case s[0] == '\n':
+			t.lines = append(t.lines, "")
+			t.col = 0
+			s = s[1:]
+		default:
+			// Overwrite from the cursor, as far as the next control.
+			n := strings.IndexAny(s, "\r\n\x1b")
+			if n < 0 {
+				n = len(s)
+			} else if n == 0 {
+				n = 1 // a lone ESC
+			}
+			if t.col+n < len(*cur) {
+				*cur = (*cur)[:t.col] + s[:n] + (*cur)[t.col+n:]
+			} else {
+				*cur = (*cur)[:t.col] + s[:n]
+			}
+			t.col += n
+			s = s[n:]
+		}
+	}
+	return len(b), nil
+}
+
+// TestProgressErasedBeforeOutput: on a terminal, a row printed while the
+// progress line shows starts on a clean line: the progress line is erased
+// first, and nothing of it is left on the screen at the end.
+func TestProgressErasedBeforeOutput(t *testing.T) {
+	t.Parallel()
+	fs := vfs.NewMem()
+	f := newFx(t, fs, fixtureDir)
+	recs := make([]record.Record, 1000)
+	for i := 0; i < 5; i++ {
+		for k := range recs {
+			code := "LOAD"
+			if i == 4 && k == len(recs)-1 {
+				code = "LAST"
+			}
+			recs[k] = rec(engine, &record.Debug{Subject: "load", Code: code})
+		}
+		f.append(nil, recs...)
+	}
+	f.close()
+	for _, args := range [][]string{
+		{"-d", fixtureDir, "events", "--kind", "debug"},
+		{"--json", "-d", fixtureDir, "events", "--kind", "debug"},
+		{"-d", fixtureDir, "show", "job_unknown"}, // progress, then an error on stderr
+	} {
+		term := &terminal{}
+		env := qctl.Env{Stdout: term, Stderr: term, Progress: term, FS: fs, Now: fixtureNow,
+			ElapsedFunc: func() time.Duration { return 2 * time.Second }}
+		qctl.Main(context.Background(), args, env)
+		if len(term.lines) < 2 || !strings.Contains(term.raw.String(), ": seq 4096 of 5000 (81%)") {
+			t.Fatalf("qctl %s: no progress line, or no output; screen:\n%s", strings.Join(args, " "), strings.Join(term.lines, "\n"))
+		}
+		for i, line := range term.lines {
+			if strings.Contains(line, "qctl events: seq") || strings.Contains(line, "qctl show: seq") {
+				t.Fatalf("qctl %s: the progress line is left on screen line %d: %q", strings.Join(args, " "), i+1, line)
+			}
+		}
+		if args[0] != "--json" && args[2] == "events" && !strings.HasPrefix(term.lines[len(term.lines)-2], "5000 ") {
+			t.Errorf("qctl %s: last line %q, want the row of seq 5000", strings.Join(args, " "), term.lines[len(term.lines)-2])
+		}
+		if args[0] == "--json" && !strings.HasPrefix(term.lines[len(term.lines)-2], `{"type":"record","seq":5000,`) {
+			t.Errorf("qctl %s: last line %q, want the record of seq 5000", strings.Join(args, " "), term.lines[len(term.lines)-2])
+		}
+	}
+}
+
 // TestEventsFollowWaitsAtFirst: --follow on a directory an engine holds
 // when it starts waits it out as later polls do: it warns once, polls,
 // and prints once the engine let go. Without --follow a locked directory

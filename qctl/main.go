@@ -40,7 +40,9 @@ type Env struct {
 	Now time.Time
 	// Progress, when not nil, receives a progress line during scans that
 	// run for more than a second. cmd/qctl sets it to stderr when stderr
-	// is a terminal.
+	// is a terminal. The line is erased ("\r\x1b[K") before anything is
+	// written to Stdout or Stderr, which may share its terminal, and when
+	// the scan ends.
 	Progress io.Writer
 	// ElapsedFunc returns the time since the command started; it paces
 	// progress lines. Nil disables progress.
@@ -129,6 +131,12 @@ func Main(ctx context.Context, args []string, env Env) (code int) {
 	if env.FS == nil {
 		env.FS = vfs.Default
 	}
+	var line *progressLine
+	if env.Progress != nil && env.ElapsedFunc != nil {
+		line = &progressLine{w: env.Progress}
+		env.Stdout = eraseFirst{w: env.Stdout, line: line}
+		env.Stderr = eraseFirst{w: env.Stderr, line: line}
+	}
 	var c cli
 	parser, err := kong.New(&c,
 		kong.Name("qctl"),
@@ -159,7 +167,7 @@ func Main(ctx context.Context, args []string, env Env) (code int) {
 		fmt.Fprintln(env.Stderr, "Run qctl --help for usage and examples.")
 		return ExitUsage
 	}
-	x := &runCtx{ctx: ctx, env: env, json: c.JSON, dir: c.Dir, now: env.Now}
+	x := &runCtx{ctx: ctx, env: env, json: c.JSON, dir: c.Dir, now: env.Now, line: line}
 	if c.Now != "" {
 		t, err := parseTime(c.Now)
 		if err != nil {
@@ -192,6 +200,7 @@ type runCtx struct {
 	dir    string
 	now    time.Time
 	nowSet bool
+	line   *progressLine // nil: no progress
 }
 
 // nowFor returns the instant to measure against: --now, else Env.Now,
