@@ -179,8 +179,8 @@ func (c *eventsCmd) Run(x *runCtx) error {
 	return nil
 }
 
-// isLocked reports whether err is openJournal's refusal of a directory a
-// running engine holds.
+// isLocked reports whether err is openJournal's refusal of a directory an
+// engine or another qctl holds.
 func isLocked(err error) bool {
 	var ee *exitError
 	return errors.As(err, &ee) && ee.cause != nil && isLockError(ee.cause)

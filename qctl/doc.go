@@ -19,8 +19,8 @@
 // problem, replay refused a record, or a show or state request found
 // nothing); [ExitUsage] (2: bad arguments, or input that cannot be read: a
 // missing directory, a file, a directory that holds no journal, a newer
-// format, a directory locked by a running engine, corruption met outside
-// verify).
+// format, a directory locked by an engine or another qctl, corruption met
+// outside verify).
 //
 // # Usage
 //

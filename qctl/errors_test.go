@@ -131,12 +131,17 @@ func TestUnreadableInput(t *testing.T) {
 	})
 }
 
+// lockedHint is qctl's message on a directory whose lock is held. The
+// lock does not say whether an engine or another qctl holds it
+// (journal.ErrLocked), so neither does the message.
+const lockedHint = "is in use by an engine or another qctl; if an engine runs on it, take a checkpoint with Engine.Checkpoint(dir) and inspect that"
+
 // TestLockedDirectory: a directory held by a running engine (here its
 // journal, open read-write) gets the message on taking a checkpoint, and
 // the checkpoint itself reads.
 func TestLockedDirectory(t *testing.T) {
 	t.Parallel()
-	const hint = "is in use by a running engine; take a checkpoint with Engine.Checkpoint(dir) and inspect that"
+	const hint = lockedHint
 	for _, onDisk := range []bool{false, true} {
 		var fs vfs.FS = vfs.NewMem()
 		dir := fixtureDir
@@ -168,6 +173,22 @@ func TestLockedDirectory(t *testing.T) {
 	}
 }
 
+// TestLockedByQctl: a directory another qctl reads (its journal open
+// read-only, as qctl opens it) is refused with a message that names both
+// possible holders, not only a running engine.
+func TestLockedByQctl(t *testing.T) {
+	t.Parallel()
+	fs := fixture(t)
+	held, err := journal.Open(fixtureDir, journal.Options{FS: fs, Clock: clocktest.New(t0), ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	for _, args := range [][]string{{"inspect", fixtureDir}, {"verify", fixtureDir}, {"-d", fixtureDir, "jobs"}} {
+		wantExit(t, fs, qctl.ExitUsage, fixtureDir+" "+lockedHint, args...)
+	}
+}
+
 // lockDeniedFS fails every Lock as opening an unwritable LOCK file does,
 // for a user who may read a journal but not write to its directory.
 type lockDeniedFS struct{ vfs.FS }
@@ -185,8 +206,8 @@ func TestLockFileDenied(t *testing.T) {
 	const hint = "needs write access to the directory and its LOCK file"
 	for _, args := range [][]string{{"inspect", fixtureDir}, {"verify", fixtureDir}, {"-d", fixtureDir, "events"}} {
 		wantExit(t, fs, qctl.ExitUsage, hint, args...)
-		if _, _, stderr := run(t, fs, args...); strings.Contains(stderr, "running engine") {
-			t.Fatalf("qctl %s blames a running engine: %s", strings.Join(args, " "), stderr)
+		if _, _, stderr := run(t, fs, args...); strings.Contains(stderr, "in use by") {
+			t.Fatalf("qctl %s blames another holder of the lock: %s", strings.Join(args, " "), stderr)
 		}
 	}
 	var out, errb bytes.Buffer

@@ -72,7 +72,7 @@ func TestEventsFollow(t *testing.T) {
 		!strings.Contains(lines[3], " 68 ") || !strings.Contains(lines[3], "SECOND") {
 		t.Fatalf("follow printed:\n%s", out.String())
 	}
-	if n := strings.Count(errb.String(), "in use by a running engine"); n != 1 {
+	if n := strings.Count(errb.String(), "in use by an engine or another qctl"); n != 1 {
 		t.Fatalf("stderr warned %d times about the lock: %q", n, errb.String())
 	}
 }
@@ -212,7 +212,7 @@ func TestEventsFollowWaitsAtFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantExit(t, fs, qctl.ExitUsage, "in use by a running engine", "-d", fixtureDir, "events", "--kind", "debug")
+	wantExit(t, fs, qctl.ExitUsage, "in use by an engine or another qctl", "-d", fixtureDir, "events", "--kind", "debug")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	polls := 0
@@ -221,7 +221,7 @@ func TestEventsFollowWaitsAtFirst(t *testing.T) {
 		polls++
 		switch polls {
 		case 1:
-			if out.Len() != 0 || !strings.Contains(errb.String(), "in use by a running engine") || !strings.HasSuffix(errb.String(), "; waiting for it to stop\n") {
+			if out.Len() != 0 || !strings.Contains(errb.String(), "in use by an engine or another qctl") || !strings.HasSuffix(errb.String(), "; waiting for it to stop\n") {
 				t.Errorf("before the first poll: stdout %q, stderr %q", out.String(), errb.String())
 			}
 		case 2:
@@ -246,7 +246,7 @@ func TestEventsFollowWaitsAtFirst(t *testing.T) {
 		!strings.Contains(lines[2], " 67 ") || !strings.Contains(lines[2], "HELD") {
 		t.Fatalf("follow printed:\n%s", out.String())
 	}
-	if n := strings.Count(errb.String(), "in use by a running engine"); n != 1 {
+	if n := strings.Count(errb.String(), "in use by an engine or another qctl"); n != 1 {
 		t.Fatalf("stderr warned %d times about the lock: %q", n, errb.String())
 	}
 }

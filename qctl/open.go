@@ -51,7 +51,9 @@ func (x *runCtx) openJournal(dir string) (*journal.Journal, error) {
 func openError(dir string, err error) error {
 	switch {
 	case isLockError(err):
-		return usageErr("%s is in use by a running engine; take a checkpoint with Engine.Checkpoint(dir) and inspect that", dir)
+		// The lock does not say who holds it: an engine, or another
+		// qctl (journal.ErrLocked).
+		return usageErr("%s is in use by an engine or another qctl; if an engine runs on it, take a checkpoint with Engine.Checkpoint(dir) and inspect that", dir)
 	case errors.Is(err, journal.ErrNotJournal):
 		return usageErr("%s is not a quire journal: %v", dir, err)
 	case errors.Is(err, record.ErrNewerVersion):
