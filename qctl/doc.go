@@ -9,8 +9,10 @@
 // program in cmd/qctl only wires the process to [Main].
 //
 // It reads through journal, journal/record and replay, and imports neither
-// api nor scheduler: journals are opened read-only, and commands that
-// change a journal belong to api. It never reads the wall clock: the
+// api nor scheduler: journals are opened read-only (journal.Options), and
+// commands that change a journal belong to api. Read-only still takes the
+// journal's lock, so that no engine opens a directory qctl reads: that
+// creates the LOCK file where there is none and rewrites it. It never reads the wall clock: the
 // instant that remaining and overdue times are measured against comes in
 // through [Env.Now] (or --now), and progress pacing through
 // [Env.ElapsedFunc].

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	iofs "io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -189,6 +192,71 @@ func TestLockedByQctl(t *testing.T) {
 	}
 }
 
+// TestLockFileAsDocumented: what the help says qctl does to a directory
+// is what it does. It writes no journal file; it takes the journal's lock,
+// which creates LOCK in a directory that has none (a checkpoint); and a
+// directory that holds no journal gets nothing.
+func TestLockFileAsDocumented(t *testing.T) {
+	t.Parallel()
+	_, help, _ := run(t, vfs.NewMem(), "--help")
+	help = strings.Join(strings.Fields(help), " ")
+	for _, want := range []string{"It never writes the journal, but it holds the journal's lock while it reads",
+		"Taking the lock creates the LOCK file if it is absent", "qctl needs write access to LOCK, or to the directory when there is no LOCK"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("--help does not say %q", want)
+		}
+	}
+	if strings.Contains(help, "read-only") {
+		t.Errorf("--help says qctl opens the directory read-only, yet it takes the lock:\n%s", help)
+	}
+
+	dir := filepath.Join(t.TempDir(), "db")
+	buildFixture(t, vfs.Default, dir)
+	if err := os.Remove(filepath.Join(dir, "LOCK")); err != nil {
+		t.Fatal(err)
+	}
+	before := dirFiles(t, dir)
+	wantExit(t, vfs.Default, qctl.ExitOK, "", "inspect", dir)
+	after := dirFiles(t, dir)
+	if _, ok := after["LOCK"]; !ok {
+		t.Fatalf("no LOCK after inspect: %v", after)
+	}
+	delete(after, "LOCK")
+	if !maps.Equal(before, after) {
+		t.Fatalf("inspect changed the journal's files:\nbefore %v\nafter  %v", slices.Sorted(maps.Keys(before)), slices.Sorted(maps.Keys(after)))
+	}
+
+	other := filepath.Join(t.TempDir(), "other")
+	if err := os.Mkdir(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(other, "notes.txt"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wantExit(t, vfs.Default, qctl.ExitUsage, "is not a quire journal", "inspect", other)
+	if _, err := os.Stat(filepath.Join(other, "LOCK")); !errors.Is(err, iofs.ErrNotExist) {
+		t.Fatalf("a directory that holds no journal got a LOCK file (%v)", err)
+	}
+}
+
+// dirFiles maps each file of dir to its contents.
+func dirFiles(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[e.Name()] = string(b)
+	}
+	return out
+}
+
 // lockDeniedFS fails every Lock as opening an unwritable LOCK file does,
 // for a user who may read a journal but not write to its directory.
 type lockDeniedFS struct{ vfs.FS }
@@ -203,7 +271,7 @@ func (lockDeniedFS) Lock(name string) (io.Closer, error) {
 func TestLockFileDenied(t *testing.T) {
 	t.Parallel()
 	fs := lockDeniedFS{fixture(t)}
-	const hint = "needs write access to the directory and its LOCK file"
+	const hint = "needs write access to the directory's LOCK file, or to the directory when there is no LOCK"
 	for _, args := range [][]string{{"inspect", fixtureDir}, {"verify", fixtureDir}, {"-d", fixtureDir, "events"}} {
 		wantExit(t, fs, qctl.ExitUsage, hint, args...)
 		if _, _, stderr := run(t, fs, args...); strings.Contains(stderr, "in use by") {

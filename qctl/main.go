@@ -76,8 +76,13 @@ func findingErr(format string, args ...any) error {
 var silentFindings = &exitError{code: ExitFindings}
 
 const description = `qctl inspects, explains and verifies a quire journal from its directory
-alone: no server and no running engine. It opens the directory read-only.
-A running engine locks its directory: take a checkpoint with
+alone: no server and no running engine. It never writes the journal, but it
+holds the journal's lock while it reads, as an engine does, so that no
+engine opens the directory meanwhile. Taking the lock creates the LOCK file
+if it is absent (a checkpoint has none) and rewrites it, updating its
+modification time: qctl needs write access to LOCK, or to the directory
+when there is no LOCK. A directory that holds no journal is left as it is.
+A running engine holds the lock: take a checkpoint with
 Engine.Checkpoint(dir) and point qctl at the checkpoint.
 
 Exit codes: 0 ok, 1 findings (verify found a problem, replay refused a

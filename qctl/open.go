@@ -15,7 +15,10 @@ import (
 // journal written with a raised limit still reads.
 const recordBytesMaxRead = 64 << 20
 
-// openJournal opens dir read-only. Every failure is an *exitError with
+// openJournal opens dir to read it. It writes no journal data, but it
+// takes the journal's lock (journal.Open does, read-only opens included),
+// which creates dir's LOCK file if absent and rewrites it; a directory
+// that holds no journal gets no LOCK. Every failure is an *exitError with
 // ExitUsage whose message says what the directory is and what to do.
 func (x *runCtx) openJournal(dir string) (*journal.Journal, error) {
 	if dir == "" {
@@ -61,7 +64,7 @@ func openError(dir string, err error) error {
 	case errors.Is(err, journal.ErrCorrupt):
 		return usageErr("%s is corrupt: %s (qctl verify %s lists every problem)", dir, corruptText(err), dir)
 	case errors.Is(err, iofs.ErrPermission):
-		return usageErr("cannot open %s: %v (qctl takes the journal's lock as an engine does, so it needs write access to the directory and its LOCK file: run it as the engine's user, or inspect a checkpoint taken with Engine.Checkpoint)", dir, err)
+		return usageErr("cannot open %s: %v (qctl takes the journal's lock as an engine does, so it needs write access to the directory's LOCK file, or to the directory when there is no LOCK: run it as the engine's user, or inspect a checkpoint taken with Engine.Checkpoint)", dir, err)
 	}
 	return usageErr("cannot open %s: %v", dir, err)
 }
