@@ -74,6 +74,10 @@ type OpenStats struct {
 	Recovered int
 	// RunID identifies this run in the journal (run_started).
 	RunID string
+	// Quarantined lists the streams set aside because a record of theirs
+	// is damaged, in stream order (spec/reliability.md §4.4; see
+	// [QuarantinedStream]). Empty when the journal is sound.
+	Quarantined []QuarantinedStream
 }
 
 // Engine is an embedded quire engine over one journal directory. Open one,
@@ -117,6 +121,7 @@ type Engine struct {
 	closeOnce   sync.Once
 	fatal       error
 	stats       OpenStats
+	quarantine  quarantine // fixed once Open has replayed
 	snapWG      sync.WaitGroup
 	snapMu      sync.Mutex // one snapshot write and check at a time, in seq order
 	// crashed is set when Close abandoned the engine without a shutdown
@@ -218,6 +223,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 			return nil, e.rollBack("replay", err)
 		}
 	}
+	e.noteQuarantine(st)
 	newID := func(prefix string, now time.Time) string {
 		return prefix + ulid.MustNew(ulid.Timestamp(now), entropy).String()
 	}
@@ -325,19 +331,47 @@ func (e *Engine) load(j *journal.Journal) (*replay.State, error) {
 		e.stats.LastSeq = st.LastSeq
 		return st, nil
 	}
-	it := j.Scan(st.LastSeq+1, j.LastSeq())
+	it := j.ScanQuarantining(st.LastSeq+1, j.LastSeq())
 	defer it.Close()
-	for it.Next() {
-		if err := replay.Apply(st, it.Record()); err != nil {
-			return nil, fmt.Errorf("quire: replay %s: %w", e.opts.Dir, err)
-		}
-		e.stats.RecordsReplayed++
-	}
-	if err := it.Err(); err != nil {
+	n, err := foldQuarantining(st, it)
+	e.stats.RecordsReplayed += n
+	if err != nil {
 		return nil, fmt.Errorf("quire: replay %s: %w", e.opts.Dir, err)
 	}
 	e.stats.LastSeq = st.LastSeq
 	return st, nil
+}
+
+// foldQuarantining applies the records of a quarantining scan to st and
+// returns how many it read. Damage attributed to one stream quarantines
+// that stream and the others replay (spec/reliability.md §4.4); damage
+// that leaves the order untrustworthy ends the scan with its error. A
+// sound record that no longer applies once a stream stopped short (it
+// depended on that stream's later records) quarantines its own stream
+// too; without a quarantine, such an error is returned.
+func foldQuarantining(st *replay.State, it *journal.Iter) (n uint64, err error) {
+	for it.Next() {
+		n++
+		if d := it.Damaged(); d != nil {
+			if err := st.QuarantineStream(d.Seq, d.Stream, d); err != nil {
+				return n, err
+			}
+			continue
+		}
+		r := it.Record()
+		err := replay.Apply(st, r)
+		if err == nil {
+			continue
+		}
+		if len(st.Quarantined) > 0 && r.Stream != record.EngineStream {
+			cause := &journal.CorruptError{Seq: r.Seq, Stream: r.Stream, Reason: "cannot be applied after a damaged stream was quarantined", Err: err}
+			if st.QuarantineStream(r.Seq, r.Stream, cause) == nil {
+				continue
+			}
+		}
+		return n, err
+	}
+	return n, it.Err()
 }
 
 // writeSnapshot runs on the runner's loop with the state at st.LastSeq. It
@@ -354,6 +388,12 @@ func (e *Engine) load(j *journal.Journal) (*replay.State, error) {
 // previous snapshot.
 func (e *Engine) writeSnapshot(st *replay.State) func(stored func(bool)) {
 	seq := st.LastSeq
+	if n := len(st.Quarantined); n > 0 {
+		// A snapshot would hide the damage from the next Open, which
+		// must quarantine the stream again (spec/reliability.md §4.4).
+		e.snapshots.failed(seq, fmt.Errorf("quire: snapshot at seq %d: not written while %d stream(s) are quarantined", seq, n))
+		return nil
+	}
 	b, err := replay.Encode(st)
 	if err != nil {
 		e.snapshots.failed(seq, fmt.Errorf("quire: snapshot at seq %d: encode: %w", seq, err))

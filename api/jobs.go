@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/quire-dev/quire/journal"
 	"github.com/quire-dev/quire/replay"
 	"github.com/quire-dev/quire/scheduler"
 )
@@ -53,6 +54,9 @@ const (
 	JobProcessing JobStatus = "processing"
 	JobCompleted  JobStatus = "completed"
 	JobBuried     JobStatus = "buried"
+	// JobCorrupt is the status of a job in a stream Open quarantined
+	// ([QuarantinedStream]): [Job].Corrupt says why.
+	JobCorrupt JobStatus = "corrupt"
 )
 
 // Job is the status of one job.
@@ -87,6 +91,9 @@ type Job struct {
 	LastCode   string
 	LastError  string
 	WorkflowID string
+	// Corrupt is the damage that quarantined the job's stream, for a
+	// JobCorrupt job; the other fields are as of its last good record.
+	Corrupt *journal.CorruptError
 }
 
 // Status returns the status of job id. Jobs that completed are read from
@@ -120,6 +127,9 @@ func (e *Engine) Status(ctx context.Context, id string) (Job, error) {
 	})
 	if err != nil || found {
 		return out, err
+	}
+	if q := e.quarantine.jobs[id]; q != nil || e.quarantine.streams[id] != nil && e.quarantine.streams[id].Workflow == "" {
+		return e.quarantinedJob(ctx, id)
 	}
 	s, ok, err := e.finishedJob(id)
 	if err != nil {
@@ -308,6 +318,9 @@ func (e *Engine) controlJob(ctx context.Context, id, only string, fn func(m *sch
 	if err != nil || !gone {
 		return e.mapJobErr(id, err)
 	}
+	if qerr := e.quarantinedErr("job", id); qerr != nil {
+		return qerr
+	}
 	s, ok, err := e.finishedJob(id)
 	switch {
 	case err != nil:
@@ -323,6 +336,9 @@ func (e *Engine) mapJobErr(id string, err error) error {
 	case err == nil:
 		return nil
 	case errorsIs(err, scheduler.ErrNotFound):
+		if qerr := e.quarantinedErr("job", id); qerr != nil {
+			return qerr
+		}
 		return &NameError{Kind: "job", Name: id, Err: ErrNotFound}
 	case errorsIs(err, scheduler.ErrState):
 		return stateErr(err)

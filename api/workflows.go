@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/quire-dev/quire/journal"
 	"github.com/quire-dev/quire/journal/record"
 	"github.com/quire-dev/quire/replay"
 	"github.com/quire-dev/quire/scheduler"
@@ -294,6 +295,9 @@ func (e *Engine) mapWorkflowErr(id string, err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, scheduler.ErrNotFound):
+		if qerr := e.quarantinedErr("workflow", id); qerr != nil {
+			return qerr
+		}
 		return &NameError{Kind: "workflow", Name: id, Err: ErrNotFound}
 	case errors.Is(err, scheduler.ErrState):
 		return stateErr(err)
@@ -319,6 +323,9 @@ const (
 	WorkflowWaitingSignal    WorkflowStatus = "waiting_for_signal"
 	WorkflowWaitingWorkflows WorkflowStatus = "waiting_for_workflows"
 	WorkflowCancelled        WorkflowStatus = "cancelled"
+	// WorkflowCorrupt is the status of a workflow whose stream Open
+	// quarantined ([QuarantinedStream]): [WorkflowInfo].Corrupt says why.
+	WorkflowCorrupt WorkflowStatus = "corrupt"
 )
 
 // MessageDeadlineExceeded is the error of a workflow failed by its deadline.
@@ -372,6 +379,10 @@ type WorkflowInfo struct {
 	// retry replaced; 0 until the step's jobs are enqueued.
 	Attempts int
 	Consumed int
+	// Corrupt is the damage that quarantined the workflow's stream, for a
+	// WorkflowCorrupt workflow; the other fields are as of its last good
+	// record.
+	Corrupt *journal.CorruptError
 }
 
 func unixOrZero(n int64) time.Time {
@@ -400,6 +411,15 @@ func (e *Engine) Workflow(ctx context.Context, id string) (WorkflowInfo, error) 
 	err := e.submit(ctx, func(m *scheduler.Machine, now time.Time) (scheduler.Decision, error) {
 		w, ok := m.State().Workflows[id]
 		if !ok {
+			q := m.State().Quarantined[id]
+			if q == nil || q.Workflow == nil && len(q.Jobs) > 0 {
+				return scheduler.Decision{}, nil
+			}
+			found = true
+			if info = (WorkflowInfo{ID: id}); q.Workflow != nil {
+				info = e.workflowInfo(m, q.Workflow)
+			}
+			info.Status, info.Corrupt = WorkflowCorrupt, e.quarantine.streams[id].Err
 			return scheduler.Decision{}, nil
 		}
 		found = true

@@ -413,8 +413,14 @@ func (it *Iter) accept(env record.Envelope) error {
 // quarantining scan, when §4.4 lets its stream be quarantined; otherwise
 // it returns err, which ends the iteration.
 func (it *Iter) damage(seq uint64, err error) error {
-	var ce *CorruptError
-	if !it.quarantine || !errors.As(err, &ce) || ce.Stream == "" || ce.Stream == record.EngineStream {
+	var (
+		ce *CorruptError
+		re *record.RecordError
+	)
+	if !it.quarantine || !errors.As(err, &ce) || ce.Stream == "" || ce.Stream == record.EngineStream ||
+		errors.As(err, &re) && re.Op == "size" {
+		// A record over RecordBytesMax is refused whole: most often
+		// the option was lowered below what the journal holds.
 		return err
 	}
 	it.damaged, it.env, it.rec = ce, record.Envelope{}, record.Record{}

@@ -54,6 +54,11 @@ func Apply(s *State, r record.Record) error {
 	if r.Seq != s.LastSeq+1 {
 		return fail(fmt.Errorf("%w: seq %d after %d", ErrOrder, r.Seq, s.LastSeq))
 	}
+	if s.Quarantined[r.Stream] != nil {
+		// The stream stopped at its last good record (§4.4).
+		s.LastSeq = r.Seq
+		return nil
+	}
 	if err := apply(s, r); err != nil {
 		return fail(err)
 	}

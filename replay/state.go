@@ -129,6 +129,11 @@ type State struct {
 	// seq of their workflow_deadline_exceeded: any of thousands finishes
 	// in O(1). [State.Expiries] lists them in seq order.
 	expiries map[uint64]*Expiry
+	// Quarantined holds the streams set aside because a record of theirs
+	// is damaged (spec/reliability.md §4.4), by stream; nil when none is.
+	// It is never encoded in a snapshot: the engine writes none while a
+	// stream is quarantined, so every open meets the damage again.
+	Quarantined map[string]*Quarantine `json:",omitempty"`
 	// Runs holds the newest RunsKeptMax runs, oldest first.
 	Runs []Run
 	// Counters over the whole history.

@@ -846,6 +846,12 @@ type depState struct {
 }
 
 func (m *Machine) depState(id string) depState {
+	if m.st.Quarantined[id] != nil {
+		// Its outcome cannot be known while it is quarantined
+		// (spec/reliability.md §4.4): to its dependants it is still under
+		// way, and never settles their wait.
+		return depState{status: replay.WorkflowRunning, known: true}
+	}
 	if x := m.st.Workflows[id]; x != nil {
 		return depState{status: x.Status, live: x, known: true}
 	}
