@@ -153,7 +153,7 @@ func (b *testBundle) checkReplay() {
 	st := replay.New()
 	it := api.JournalOf(b.eng).ScanQuarantining(1, seq)
 	defer it.Close()
-	if _, err := api.FoldQuarantining(st, it); err != nil {
+	if _, err := replay.FoldQuarantining(st, it); err != nil {
 		b.t.Fatalf("replay: %v", err)
 	}
 	if st.LastSeq != seq {

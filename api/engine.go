@@ -333,45 +333,13 @@ func (e *Engine) load(j *journal.Journal) (*replay.State, error) {
 	}
 	it := j.ScanQuarantining(st.LastSeq+1, j.LastSeq())
 	defer it.Close()
-	n, err := foldQuarantining(st, it)
+	n, err := replay.FoldQuarantining(st, it)
 	e.stats.RecordsReplayed += n
 	if err != nil {
 		return nil, fmt.Errorf("quire: replay %s: %w", e.opts.Dir, err)
 	}
 	e.stats.LastSeq = st.LastSeq
 	return st, nil
-}
-
-// foldQuarantining applies the records of a quarantining scan to st and
-// returns how many it read. Damage attributed to one stream quarantines
-// that stream and the others replay (spec/reliability.md §4.4); damage
-// that leaves the order untrustworthy ends the scan with its error. A
-// sound record that no longer applies once a stream stopped short (it
-// depended on that stream's later records) quarantines its own stream
-// too; without a quarantine, such an error is returned.
-func foldQuarantining(st *replay.State, it *journal.Iter) (n uint64, err error) {
-	for it.Next() {
-		n++
-		if d := it.Damaged(); d != nil {
-			if err := st.QuarantineStream(d.Seq, d.Stream, d); err != nil {
-				return n, err
-			}
-			continue
-		}
-		r := it.Record()
-		err := replay.Apply(st, r)
-		if err == nil {
-			continue
-		}
-		if len(st.Quarantined) > 0 && r.Stream != record.EngineStream {
-			cause := &journal.CorruptError{Seq: r.Seq, Stream: r.Stream, Reason: "cannot be applied after a damaged stream was quarantined", Err: err}
-			if st.QuarantineStream(r.Seq, r.Stream, cause) == nil {
-				continue
-			}
-		}
-		return n, err
-	}
-	return n, it.Err()
 }
 
 // writeSnapshot runs on the runner's loop with the state at st.LastSeq. It

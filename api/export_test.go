@@ -6,7 +6,6 @@ import (
 
 	"github.com/quire-dev/quire/deadlines"
 	"github.com/quire-dev/quire/journal"
-	"github.com/quire-dev/quire/replay"
 	"github.com/quire-dev/quire/scheduler"
 )
 
@@ -87,8 +86,3 @@ func SetInitiatedHook(f func()) { testHookInitiated = f }
 // ErrQueuesWithheld is close evidence's error when the drain was not
 // reconciled.
 var ErrQueuesWithheld = errQueuesWithheld
-
-// FoldQuarantining is the fold Open runs over a quarantining scan.
-func FoldQuarantining(st *replay.State, it *journal.Iter) (uint64, error) {
-	return foldQuarantining(st, it)
-}

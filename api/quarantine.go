@@ -60,6 +60,7 @@ func (e *Engine) noteQuarantine(st *replay.State) {
 		q := st.Quarantined[stream]
 		out := &QuarantinedStream{Stream: stream, Jobs: q.JobIDs()}
 		if !errors.As(q.Err, &out.Err) {
+			// A sound record that no longer applied after a quarantine.
 			out.Err = &journal.CorruptError{Seq: q.Seq, Stream: stream, Reason: "quarantined", Err: q.Err}
 		}
 		if q.Workflow != nil {

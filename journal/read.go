@@ -432,6 +432,16 @@ func (it *Iter) damage(seq uint64, err error) error {
 // [Journal.ScanQuarantining] scan, or nil when the record is sound.
 func (it *Iter) Damaged() *CorruptError { return it.damaged }
 
+// Damage is [Iter.Damaged] as replay.FoldQuarantining reads it: the
+// damaged record's seq and stream, and its *CorruptError; a nil error
+// when the record is sound.
+func (it *Iter) Damage() (seq uint64, stream string, err error) {
+	if it.damaged == nil {
+		return 0, "", nil
+	}
+	return it.damaged.Seq, it.damaged.Stream, it.damaged
+}
+
 // Record returns the current record (valid after Next returned true; it
 // does not alias journal memory).
 func (it *Iter) Record() record.Record { return it.rec }

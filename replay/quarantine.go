@@ -89,3 +89,47 @@ func (s *State) QuarantineOf(id string) (*Quarantine, bool) {
 	}
 	return nil, false
 }
+
+// RecoveryScan is what [FoldQuarantining] reads: a scan of the journal's
+// log that reports a record it read past as damaged (the journal's
+// quarantining scan) instead of ending there.
+type RecoveryScan interface {
+	Next() bool
+	// Damage returns the current record's seq, stream and damage, or a
+	// nil error when the record is sound and Record holds it.
+	Damage() (seq uint64, stream string, err error)
+	Record() record.Record
+	Err() error
+}
+
+// FoldQuarantining applies the records of it to s and returns how many it
+// read. A damaged record quarantines its stream and the others fold on
+// (spec/reliability.md §4.4); damage the scan cannot attribute ends it
+// with its error. A sound record that no longer applies once a stream
+// stopped short (it depended on that stream's later records) quarantines
+// its own stream too; without a quarantine, its error is returned, as is
+// an error in the engine stream.
+func FoldQuarantining(s *State, it RecoveryScan) (n uint64, err error) {
+	for it.Next() {
+		n++
+		if seq, stream, derr := it.Damage(); derr != nil {
+			if err := s.QuarantineStream(seq, stream, derr); err != nil {
+				return n, err
+			}
+			continue
+		}
+		r := it.Record()
+		err := Apply(s, r)
+		if err == nil {
+			continue
+		}
+		if len(s.Quarantined) > 0 && r.Stream != record.EngineStream {
+			cause := fmt.Errorf("cannot be applied after a damaged stream was quarantined: %w", err)
+			if s.QuarantineStream(r.Seq, r.Stream, cause) == nil {
+				continue
+			}
+		}
+		return n, err
+	}
+	return n, it.Err()
+}
