@@ -1486,3 +1486,78 @@ func TestWD10_ParkedWorkflowExpiresWithItsOwnHandler(t *testing.T) {
 	}
 	b.checkReplay()
 }
+
+// ---------------------------------------------------------------------------
+// WD-7: a step that ends in failure at or after deadline_at, whatever ends
+// it, fails the workflow by its deadline.
+
+// A child that fails after its parent's deadline_at, before a periodic
+// check noticed the parent, expires the parent at the step boundary with
+// its handler, as a failing step attempt would: the outcome does not
+// depend on which is noticed first.
+func TestWD7_ChildFailingAfterTheDeadlineExpiresTheParent(t *testing.T) {
+	b := setup(t, func(o *api.Options) { o.DeadlineCheckInterval = time.Minute })
+	spy := newSpy()
+	spy.register(t, b.eng, "cleanup")
+	wfRegister(t, b.eng, api.NewWorkflow("child").Delay(5*time.Minute+10*time.Second).
+		Then("c", func(context.Context, *api.Delivery, api.State) (api.State, error) {
+			return nil, api.Permanent("X", errors.New("child boom"))
+		}))
+	wfRegister(t, b.eng, api.NewWorkflow("parent").SubWorkflow("sub", "child").
+		MustCompleteWithin(5*time.Minute+5*time.Second).OnDeadline("cleanup"))
+	b.start()
+	id := wfDispatch(b, "parent", api.State{})
+	for range 5 {
+		b.advance(time.Minute) // the checks at 1..5 min find it within its deadline
+	}
+	wfWant(b, id, api.WorkflowRunning)
+	b.advance(10 * time.Second) // the child fails 5 s past the parent's deadline_at, before the next check
+	wdFailedByDeadline(b, id)
+	wdOneExpiry(b, id, "step_boundary", t0.Add(5*time.Minute+10*time.Second), t0.Add(5*time.Minute+10*time.Second))
+	<-spy.calls
+	b.checkReplay()
+}
+
+// A dependency wait that becomes impossible after deadline_at (WD-11 kept
+// it waiting past the deadline) fails the workflow by its deadline too.
+func TestWD7_WaitImpossibleAfterTheDeadlineExpires(t *testing.T) {
+	b := setup(t, nil)
+	spy := newSpy()
+	spy.register(t, b.eng, "cleanup")
+	wfRegister(t, b.eng, api.NewWorkflow("dep").WaitForSignal("go"))
+	wfRegister(t, b.eng, api.NewWorkflow("join").WaitForWorkflowsIn(api.All(), "ids").
+		MustCompleteWithin(time.Hour).OnDeadline("cleanup"))
+	b.start()
+	dep := wfDispatch(b, "dep", api.State{})
+	join := wfDispatch(b, "join", api.State{"ids": []any{dep}})
+	b.advance(2 * time.Hour)
+	wfWant(b, join, api.WorkflowWaitingWorkflows) // WD-11
+	if err := b.eng.CancelWorkflow(b.ctx, dep); err != nil {
+		t.Fatal(err)
+	}
+	b.idle()
+	wdFailedByDeadline(b, join)
+	wdOneExpiry(b, join, "step_boundary", t0.Add(2*time.Hour), t0.Add(2*time.Hour))
+	<-spy.calls
+	b.checkReplay()
+}
+
+// WF-10: a workflow waiting for itself can never see itself finish: the
+// wait is impossible and fails the workflow at once, naming the cause,
+// instead of waiting forever (its deadline would never catch it, WD-11).
+func TestWF10_WaitingForItselfFails(t *testing.T) {
+	b := setup(t, nil)
+	wfRegister(t, b.eng, api.NewWorkflow("self").
+		Then("me", func(_ context.Context, d *api.Delivery, _ api.State) (api.State, error) {
+			return api.State{"ids": []any{d.WorkflowID()}}, nil
+		}).
+		WaitForWorkflowsIn(api.All(), "ids"))
+	b.start()
+	id := wfDispatch(b, "self", api.State{})
+	b.idle()
+	info := wfWant(b, id, api.WorkflowFailed)
+	if !strings.Contains(info.Error, "the workflow itself") {
+		t.Fatalf("WF-10: error %q does not name the cause", info.Error)
+	}
+	b.checkReplay()
+}

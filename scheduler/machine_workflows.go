@@ -711,8 +711,22 @@ func (m *Machine) childFinished(d *Decision, now time.Time, p *replay.Workflow, 
 	case replay.WorkflowCompleted:
 		m.completeStep(d, now, p, pub, nil)
 	default:
-		m.fail(d, now, p, fmt.Sprintf("sub-workflow %s %s: %s", child, status, msg))
+		m.failStep(d, now, p, fmt.Sprintf("sub-workflow %s %s: %s", child, status, msg))
 	}
+}
+
+// failStep fails w because its current step ended in failure at now: a
+// child failed or was cancelled, a wait became impossible. At or after
+// deadline_at the workflow fails by its deadline instead, with its
+// expiry records and on-deadline handler, as a failing step attempt does
+// (WD-7: a step that ends at or after the deadline never decides the
+// workflow's outcome, whichever way it ends and whoever notices first).
+func (m *Machine) failStep(d *Decision, now time.Time, w *replay.Workflow, msg string) {
+	if w.DeadlineAt != 0 && deadlines.WorkflowExpired(time.Unix(0, w.DeadlineAt), now) {
+		m.expire(d, now, w, DetectedByStepBoundary)
+		return
+	}
+	m.fail(d, now, w, msg)
 }
 
 // settleChild applies the outcome of p's child if the child finished and
@@ -886,6 +900,13 @@ func (m *Machine) settleWorkflowsWait(d *Decision, now time.Time, w *replay.Work
 			underway++
 		}
 		switch {
+		case id == w.ID:
+			// A workflow that waits for itself can never see itself
+			// finish: the wait is impossible (WF-10).
+			failed++
+			if failedID == "" {
+				failedID = id + " (the workflow itself)"
+			}
 		case !ds.known:
 			failed++
 			if failedID == "" {
@@ -937,7 +958,7 @@ func (m *Machine) settleWorkflowsWait(d *Decision, now time.Time, w *replay.Work
 		}
 		return true
 	case impossible:
-		m.fail(d, now, w, fmt.Sprintf("step %q: dependency %s", step.Name, failedID))
+		m.failStep(d, now, w, fmt.Sprintf("step %q: dependency %s", step.Name, failedID))
 		return true
 	}
 	if t := m.tallies[w.ID]; t != nil && t.wait == w.Wait {
