@@ -347,6 +347,34 @@ func TestOpenRefusesAJournalMissingParts(t *testing.T) {
 			t.Fatalf("the refused open changed the directory: %v, then %v", before, after)
 		}
 	})
+	t.Run("the current MANIFEST missing from the directory", func(t *testing.T) { // RL-5
+		fs := vfs.NewMem()
+		j := openJ(t, fs, "db", Options{})
+		mustAppend(t, j, debugRec("s1", "kept"))
+		if err := j.Close(); err != nil {
+			t.Fatal(err)
+		}
+		ls, _ := fs.List("db")
+		manifest := ""
+		for _, name := range ls {
+			if strings.HasPrefix(name, "MANIFEST-") {
+				manifest = name // the newest sorts last
+			}
+		}
+		if manifest == "" {
+			t.Fatalf("no MANIFEST in %v", ls)
+		}
+		if err := fs.Remove(fs.PathJoin("db", manifest)); err != nil {
+			t.Fatal(err)
+		}
+		for _, ro := range []bool{false, true} {
+			_, err := Open("db", Options{FS: fs, Clock: clk, ReadOnly: ro})
+			var ce *CorruptError
+			if !errors.As(err, &ce) || ce.File != fs.PathJoin("db", manifest) {
+				t.Fatalf("read-only %v: err %v, want a *CorruptError naming %s", ro, err, manifest)
+			}
+		}
+	})
 	t.Run("a listed table missing from the directory", func(t *testing.T) {
 		fs := vfs.NewMem()
 		j := openJ(t, fs, "db", Options{})

@@ -308,6 +308,10 @@ func batchSet(p []byte, at int) (key, value []byte, next int, ok bool) {
 // the directory lacks.
 var missingTable = regexp.MustCompile(`file (\d+) \(type sstable\)`)
 
+// missingManifest matches Pebble's error for a MANIFEST its marker names
+// that the directory lacks.
+var missingManifest = regexp.MustCompile(`could not open manifest file "(MANIFEST-\d+)"`)
+
 // attribute names the file an open error is about when Pebble's error does
 // not (RL-5): the WAL whose damage Pebble found while replaying (the one
 // with an invalid chunk that a valid chunk of its own log follows, since a
@@ -333,6 +337,10 @@ func (o Options) attribute(dir string, err error) error {
 			name := m[1] + ".sst"
 			return &CorruptError{File: o.FS.PathJoin(dir, name), Err: err,
 				Reason: fmt.Sprintf("the store lists table %s, which is not in %s (deleted, or a MANIFEST swapped for another)", name, dir)}
+		}
+		if m := missingManifest.FindStringSubmatch(err.Error()); m != nil {
+			return &CorruptError{File: o.FS.PathJoin(dir, m[1]), Err: err,
+				Reason: fmt.Sprintf("the store's marker names %s, which is not in %s (deleted?)", m[1], dir)}
 		}
 	}
 	return err
