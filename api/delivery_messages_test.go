@@ -355,3 +355,26 @@ func TestDL27_StepOptionsPointAtWorkflowMiddleware(t *testing.T) {
 		}
 	}
 }
+
+// DL-27: handler middleware and guards given to Enqueue are refused with
+// an OptionError naming the option that was given.
+func TestDL27_EnqueueNamesTheRefusedOption(t *testing.T) {
+	b := setup(t, nil)
+	if err := api.Handle(b.eng, "work", okHandler(nil)); err != nil {
+		t.Fatal(err)
+	}
+	guard := func(context.Context, *api.Delivery) error { return nil }
+	for _, c := range []struct {
+		opt   api.JobOption
+		field string
+	}{
+		{api.WithMiddleware(labelled(2)...), "WithMiddleware"},
+		{api.WithGuards(guard), "WithGuards"},
+	} {
+		_, err := b.eng.Enqueue(b.ctx, "work", msg{N: 1}, c.opt)
+		var oe *api.OptionError
+		if !errors.As(err, &oe) || !errors.Is(err, api.ErrInvalidOption) || oe.Field != c.field {
+			t.Fatalf("got %v, want an OptionError naming %s", err, c.field)
+		}
+	}
+}

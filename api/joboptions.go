@@ -169,7 +169,11 @@ func Unique() JobOption {
 func (e *Engine) buildJobOptions(opts []JobOption) (jobOptions, error) {
 	o, err := buildOptions(opts)
 	if err == nil && o.registration {
-		err = &OptionError{Field: "WithMiddleware", Value: len(o.middleware) + len(o.guards),
+		field, n := "WithMiddleware", len(o.middleware)
+		if n == 0 {
+			field, n = "WithGuards", len(o.guards)
+		}
+		err = &OptionError{Field: field, Value: n,
 			Reason: "handler middleware and guards are set when the handler is registered with Handle"}
 	}
 	return o, err

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -23,7 +24,10 @@ import (
 // refuses out-of-range values with an [*OptionError] naming the field.
 type Options struct {
 	// Dir is the journal directory. Empty means "quire-data" in the
-	// working directory. It is created if missing.
+	// working directory. It is created if missing. With the operating
+	// system's filesystem (FS nil), a relative Dir is resolved against the
+	// working directory once, at Open: the engine keeps working on the
+	// same directory if the process changes directory later.
 	Dir string
 	// FS is the filesystem the journal lives on. Nil means the operating
 	// system's; tests and sim pass an in-memory one.
@@ -301,6 +305,14 @@ func rangeReason(re *deadlines.RangeError) string {
 func (o Options) withDefaults() Options {
 	if o.Dir == "" {
 		o.Dir = DirDefault
+	}
+	if o.FS == nil && !filepath.IsAbs(o.Dir) {
+		// The store reopens files by path (WALs, tables, OPTIONS) for
+		// as long as it runs; a path relative to a working directory
+		// that changed would name another directory.
+		if abs, err := filepath.Abs(o.Dir); err == nil {
+			o.Dir = abs
+		}
 	}
 	if o.Workers == 0 {
 		o.Workers = WorkersDefault

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"sync"
@@ -365,5 +366,34 @@ func TestRL12_AppendsWaitForASlowSnapshot(t *testing.T) {
 	}
 	if ss := b.eng.SnapshotStats(); ss.Written == 0 {
 		t.Fatalf("snapshot stats %+v: want snapshots written", ss)
+	}
+}
+
+// A relative Dir on the operating system's filesystem names the directory
+// it named at Open: the store keeps opening its files (WALs, tables,
+// OPTIONS) by path, and a later change of the working directory must not
+// send them to another directory.
+func TestOpenResolvesARelativeDirOnce(t *testing.T) {
+	base := t.TempDir()
+	t.Chdir(base)
+	ctx := context.Background()
+	eng, err := api.Open(ctx, api.Options{Dir: "rel"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close(ctx)
+	if err := api.Handle(eng, "work", okHandler(nil)); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(t.TempDir())
+	if _, err := eng.Enqueue(ctx, "work", msg{N: 1}); err != nil {
+		t.Fatal(err)
+	}
+	cp := filepath.Join(base, "cp")
+	if err := eng.Checkpoint(cp); err != nil {
+		t.Fatalf("checkpoint after a change of directory: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(base, "rel")); err != nil {
+		t.Fatalf("the journal is not where Dir named it at Open: %v", err)
 	}
 }
