@@ -55,6 +55,8 @@ const (
 // journal.
 func (l Lifecycle) Live() bool { return l <= Draining }
 
+// String returns the lifecycle's name: "starting", "recovering", "ready",
+// "draining", "stopped" or "failed".
 func (l Lifecycle) String() string {
 	return [...]string{"starting", "recovering", "ready", "draining", "stopped", "failed"}[l]
 }

@@ -54,7 +54,24 @@ var (
 	// wait needs (a name it waits for, none of that name stored) is always
 	// accepted.
 	ErrSignalLimit = scheduler.ErrSignalLimit
+	// ErrCorrupt matches journal damage: an Open that refuses a damaged
+	// journal, a damaged index entry read by a status call, and a call on
+	// a job or workflow whose stream Open quarantined
+	// ([QuarantinedStream]). errors.As with a *[CorruptError] gives the
+	// seq, stream and file. It is journal.ErrCorrupt.
+	ErrCorrupt = journal.ErrCorrupt
+	// ErrLocked refuses an Open of a journal another engine or a qctl
+	// holds (in this process or another). It is journal.ErrLocked.
+	ErrLocked = journal.ErrLocked
+	// ErrNewerVersion refuses an Open of a journal written by a newer
+	// version of quire, whose layout or records this one cannot read. It
+	// is record.ErrNewerVersion.
+	ErrNewerVersion = record.ErrNewerVersion
 )
+
+// CorruptError is journal damage named by seq, stream and file (RL-5);
+// see [ErrCorrupt].
+type CorruptError = journal.CorruptError
 
 // StoredSignalsMax bounds the unconsumed signals one workflow stores
 // ([ErrSignalLimit]).
@@ -100,6 +117,7 @@ func (e *HandlerError) Error() string {
 	return fmt.Sprintf("%s %s: %v", kind, code, e.Err)
 }
 
+// Unwrap returns the handler's error.
 func (e *HandlerError) Unwrap() error { return e.Err }
 
 // Retryable returns an error that fails the attempt and lets it be retried
@@ -136,7 +154,10 @@ type NameError struct {
 	Err  error
 }
 
+// Error names the kind and the name, then the reason.
 func (e *NameError) Error() string { return fmt.Sprintf("quire: %s %q: %v", e.Kind, e.Name, e.Err) }
+
+// Unwrap returns the reason, such as [ErrNotFound] or [ErrDuplicate].
 func (e *NameError) Unwrap() error { return e.Err }
 
 func errorsIs(err, target error) bool { return errors.Is(err, target) }

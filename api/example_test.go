@@ -77,6 +77,31 @@ func ExampleOpen_invalidOptions() {
 	// Output: true true Options.Workers
 }
 
+// A journal is opened by one engine at a time; a second Open of it is
+// refused with ErrLocked until the first engine is closed.
+func ExampleOpen_locked() {
+	ctx := context.Background()
+	opts, _ := exampleOptions()
+	eng, err := api.Open(ctx, opts)
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = api.Open(ctx, opts)
+	fmt.Println(errors.Is(err, api.ErrLocked))
+	if err := eng.Close(ctx); err != nil {
+		log.Fatal(err)
+	}
+	again, err := api.Open(ctx, opts)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer again.Close(ctx)
+	fmt.Println(again.Lifecycle())
+	// Output:
+	// true
+	// ready
+}
+
 func ExampleOptions() {
 	opts, _ := exampleOptions()
 	opts.Workers = 8                            // attempts running at once

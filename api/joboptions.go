@@ -21,6 +21,7 @@ const (
 	Urgent Priority = 3
 )
 
+// String returns the priority's name: "low", "normal", "high" or "urgent".
 func (p Priority) String() string {
 	switch p {
 	case Low:

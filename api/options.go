@@ -229,6 +229,7 @@ type OptionError struct {
 	Err    error
 }
 
+// Error names the field and the value, then the allowed range or reason.
 func (e *OptionError) Error() string {
 	s := fmt.Sprintf("quire: %s = %v: %s", e.Field, e.Value, e.Reason)
 	if e.Err != nil && e.Reason == "" {
@@ -246,6 +247,8 @@ func (e *OptionError) reason() string {
 	return fmt.Sprintf("%v %s", e.Value, e.Reason)
 }
 
+// Unwrap returns [ErrInvalidOption] and, if there is one, the underlying
+// error, so that errors.Is matches either.
 func (e *OptionError) Unwrap() []error {
 	if e.Err != nil {
 		return []error{ErrInvalidOption, e.Err}

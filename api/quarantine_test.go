@@ -73,7 +73,7 @@ func TestRL5_DamagedStreamIsQuarantinedOthersRun(t *testing.T) {
 	if err != nil || info.Status != api.WorkflowCorrupt || info.Corrupt == nil || info.Corrupt.Seq != wfSeq || info.Name != "w" || info.State["prepared"] != true {
 		t.Fatalf("workflow: %+v, %v; want corrupt as of its last good record", info, err)
 	}
-	if err := b.eng.Signal(b.ctx, wf, "go", api.State{}); !errors.Is(err, journal.ErrCorrupt) {
+	if err := b.eng.Signal(b.ctx, wf, "go", api.State{}); !errors.Is(err, api.ErrCorrupt) {
 		t.Fatalf("signal to a quarantined workflow: %v, want an error matching journal.ErrCorrupt", err)
 	}
 	if err := b.eng.CancelWorkflow(b.ctx, wf); !errors.Is(err, journal.ErrCorrupt) {

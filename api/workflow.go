@@ -102,6 +102,7 @@ type WorkflowError struct {
 	Reason   string
 }
 
+// Error names the workflow, the step and the option, then the reason.
 func (e *WorkflowError) Error() string {
 	where := "workflow " + strconv.Quote(e.Workflow)
 	if e.Step != "" {
