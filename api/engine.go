@@ -590,10 +590,18 @@ func (e *Engine) submit(ctx context.Context, fn func(m *scheduler.Machine, now t
 // returns at once; call [Engine.Close] to stop. Use [Engine.Run] instead in
 // a process that should stop on SIGINT or SIGTERM. If starting fails
 // part-way or ctx ends, the engine rolls back as a shutdown with trigger
-// startup_failure and Start returns a [*StartupError] (SD-35).
+// startup_failure and Start returns a [*StartupError] (SD-35). On an
+// engine already started, Start does nothing and returns nil, whatever
+// ctx: it never undoes a start that succeeded.
 func (e *Engine) Start(ctx context.Context) error {
 	if err := e.admit(); err != nil {
 		return err
+	}
+	e.mu.Lock()
+	started := e.dispatching
+	e.mu.Unlock()
+	if started {
+		return nil
 	}
 	// WD-6: the long-running mode checks workflow deadlines once right
 	// after recovery, before the first dispatch, then every

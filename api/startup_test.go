@@ -165,3 +165,30 @@ func TestSD35_StartFailureRollsBack(t *testing.T) {
 		t.Fatalf("journaled triggers %v, reports %v", triggers, reports)
 	}
 }
+
+// SD-20, SD-35: a Start that succeeded is never undone. Start again, or
+// Run, with a ctx that has already ended finds the engine started: Start
+// does nothing, and Run takes the ended ctx as its shutdown request, a
+// graceful one with trigger context, not a startup failure.
+func TestSD20_RunOnAStartedEngineWithAnEndedContext(t *testing.T) {
+	b := setup(t, nil)
+	if err := api.Handle(b.eng, "work", okHandler(nil)); err != nil {
+		t.Fatal(err)
+	}
+	b.start()
+	ended, cancel := context.WithCancel(b.ctx)
+	cancel()
+	if err := b.eng.Start(ended); err != nil || !b.eng.Ready() {
+		t.Fatalf("Start on a started engine with an ended ctx: %v, ready %t", err, b.eng.Ready())
+	}
+	if _, err := b.eng.Enqueue(b.ctx, "work", msg{N: 1}); err != nil {
+		t.Fatalf("enqueue after it: %v", err)
+	}
+	if err := b.eng.Run(ended); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	rep := b.eng.ShutdownReport()
+	if rep == nil || rep.Trigger != shutdown.TriggerContext || rep.Completion != shutdown.GracefulCompleted {
+		t.Fatalf("shutdown report %+v, want a graceful shutdown with trigger context", rep)
+	}
+}
