@@ -1900,6 +1900,11 @@ func TestDL27_PayloadDecodeFailureIsBuried(t *testing.T) {
 	if r.Kind() != record.KindAttemptBuried || o.Code != api.CodePayloadDecodeFailed || o.Class != "permanent" || o.Error == "" {
 		t.Fatalf("%s %+v", r.Kind(), *o)
 	}
+	// A payload of another type is not journal damage: the error says
+	// what it is and names the handler's type.
+	if !strings.Contains(o.Error, "payload does not decode into api_test.msg") || strings.Contains(o.Error, "corrupt") {
+		t.Fatalf("decode error %q", o.Error)
+	}
 	for _, rec := range b.records() {
 		if e, ok := rec.Body.(*record.JobEnqueued); ok && e.JobID == id && len(e.Payload) == 0 {
 			t.Fatal("the payload was not kept")

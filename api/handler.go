@@ -70,6 +70,12 @@ func Handle[T any](e *Engine, name string, fn HandlerFunc[T], opts ...JobOption)
 			return nil, fmt.Errorf("payload is %d bytes, limit %d", len(payload), payloadBytesMax)
 		}
 		if err := record.DecodeValue(payload, &in); err != nil {
+			var te *record.ValueTypeError
+			if errors.As(err, &te) {
+				// Most often a payload enqueued for another type: say
+				// so, rather than "corrupt record".
+				return nil, fmt.Errorf("payload does not decode into %T: %w", in, te.Err)
+			}
 			return nil, err
 		}
 		return in, nil

@@ -123,7 +123,8 @@ func EncodeValue(v any) ([]byte, error) {
 // timestamps are brought to their 96-bit form (see canonicalTimestamps).
 // This keeps the decode within [DepthMax] levels of recursion and its
 // allocation proportional to len(b). Errors from the bytes wrap
-// [ErrCorrupt].
+// [ErrCorrupt]; bytes that pass the checks but do not fit v are a
+// [*ValueTypeError], which matches ErrCorrupt too.
 //
 // The proportion depends on v. Decoding into structs of scalars, strings
 // and byte slices stays within RL-6's 32 × len(b) + 1 MiB; decoding into
@@ -144,7 +145,7 @@ func DecodeValue(b []byte, v any) error {
 	// longer has: user types evolve with their workflows, not with the
 	// envelope version.
 	if err := decode(b, v, false); err != nil {
-		return fmt.Errorf("%w: decode into %T: %v", ErrCorrupt, v, err)
+		return &ValueTypeError{Type: fmt.Sprintf("%T", v), Err: err}
 	}
 	return nil
 }

@@ -40,6 +40,22 @@ func (e *RecordError) Error() string {
 
 func (e *RecordError) Unwrap() error { return e.Err }
 
+// ValueTypeError is a user value (a job's payload, a workflow's state)
+// whose bytes passed their checks but do not decode into the type asked
+// for: most often a payload enqueued for one type and read as another.
+// It matches [ErrCorrupt] too, since the bytes could also be damaged.
+type ValueTypeError struct {
+	Type string // the Go type asked for, as %T prints it
+	Err  error  // the decoder's error
+}
+
+func (e *ValueTypeError) Error() string {
+	return "value does not decode into " + e.Type + ": " + e.Err.Error()
+}
+
+// Unwrap returns ErrCorrupt and the decoder's error.
+func (e *ValueTypeError) Unwrap() []error { return []error{ErrCorrupt, e.Err} }
+
 func corrupt(op string, seq uint64, stream string, err error) error {
 	return &RecordError{Op: op, Seq: seq, Stream: stream, Err: fmt.Errorf("%w: %w", ErrCorrupt, err)}
 }
