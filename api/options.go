@@ -36,6 +36,13 @@ type Options struct {
 	// with timers that sleep their last 2 ms in the kernel so that delayed
 	// jobs and deadlines fire within tens of microseconds of their instant
 	// rather than the Go runtime's up to 1 ms.
+	//
+	// With a manual clock (clock/clocktest), every bound the engine
+	// keeps runs on it, its own included: a shutdown waits at most
+	// SettlementTimeout of that clock for each of its own appends. A test
+	// that moves the clock while a shutdown runs should move it only once
+	// the phase it waits for has begun ([Engine.Snapshot] says which), or
+	// the shutdown may end incomplete for lack of time it never had.
 	Clock clock.Clock
 	// Entropy feeds id generation (ULIDs). Nil means crypto/rand through a
 	// monotonic ULID source; sim passes a seeded reader so runs reproduce.
