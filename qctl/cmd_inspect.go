@@ -22,6 +22,15 @@ func (c *inspectCmd) Help() string {
 and size, jobs and workflows by status, paused queues, pending timers and the next one,
 the nearest workflow deadline, and the newest run and shutdown.
 
+A record that fails its checks and that the journal's index attributes to one job's or
+workflow's stream sets that stream aside, as the engine does at open
+(spec/reliability.md §4.4): inspect lists it under "quarantined" with the damaged seq,
+the reason, and the jobs and workflow it stopped (JSON: "quarantined"), counts them as
+corrupt, reports the other streams in full, and exits 1. Damage that leaves the order in
+doubt (in the engine's stream, a missing record, a record the index does not name, a
+broken chain between two sound records) refuses the journal with exit 2, as the engine's
+Open does; qctl verify names every problem.
+
 Examples:
   qctl inspect data/journal
   qctl inspect data/journal --json | jq .jobs`
@@ -65,25 +74,35 @@ func (c *inspectCmd) Run(x *runCtx) error {
 	defer j.Close()
 	f := newFolder()
 	var (
-		records, size   int64
-		firstAt, lastAt int64
-		byKind          = map[record.Kind]int64{}
-		replayErr       error
+		records, damaged, size int64
+		firstAt, lastAt        int64
+		byKind                 = map[record.Kind]int64{}
 	)
-	err = x.scan(j, "inspect", 1, math.MaxUint64, func(it *journal.Iter) error {
-		r := it.Record()
+	s := x.foldScan(j, f, "inspect", 1, math.MaxUint64)
+	s.each = func(it *journal.Iter) {
 		records++
+		if it.Damaged() != nil {
+			damaged++ // its size and kind cannot be trusted
+			return
+		}
+		r := it.Record()
 		size += envelopeBytes(it.Envelope())
 		byKind[r.Kind()]++
-		if records == 1 {
+		if firstAt == 0 {
 			firstAt = r.At
 		}
 		lastAt = r.At
-		if replayErr == nil {
-			replayErr = f.apply(r)
+	}
+	replayErr, err := s.fold()
+	if err == nil && replayErr != nil {
+		// The state stops at the refused record; the counts go on.
+		for s.Next() {
 		}
-		return nil
-	})
+		if serr := s.Err(); serr != nil {
+			_, err = s.classify(serr)
+		}
+	}
+	s.close()
 	if err != nil {
 		return err
 	}
@@ -109,11 +128,12 @@ func (c *inspectCmd) Run(x *runCtx) error {
 	if x.json {
 		o := object{
 			{"type", "inspect"}, {"dir", j.Dir()}, {"engine_id", j.EngineID()}, {"format_version", journal.FormatVersion},
-			{"first_seq", firstSeq}, {"last_seq", j.LastSeq()}, {"records", records}, {"bytes", size},
+			{"first_seq", firstSeq}, {"last_seq", j.LastSeq()}, {"records", records}, {"bytes", size}, {"records_damaged", damaged},
 			{"first_at", jsonTime(firstAt)}, {"last_at", jsonTime(lastAt)}, {"now", now.Format(time.RFC3339Nano)},
 			{"snapshots", snaps.Valid}, {"snapshot_seq", snaps.Newest}, {"snapshots_bad", snaps.Bad},
 			{"jobs", countsJSON(jobs, jobStatusOrder)}, {"paused_queues", nonNil(paused)},
 			{"workflows", countsJSON(wfs, wfStatuses)},
+			{"quarantined", quarantineJSON(st)},
 			{"timers", len(timers)},
 		}
 		if len(timers) > 0 {
@@ -178,23 +198,35 @@ func (c *inspectCmd) Run(x *runCtx) error {
 		if shut != nil {
 			shutText = shutdownText(shut)
 		}
+		recordsText := fmt.Sprintf("%d (%s)", records, fmtBytes(size))
+		if damaged > 0 {
+			recordsText += fmt.Sprintf(", %d damaged", damaged)
+		}
+		quarText := "none"
+		if n := len(st.Quarantined); n > 0 {
+			quarText = fmt.Sprintf("%d stream%s set aside for damaged records, as the engine sets them aside at open (below)", n, plural(n))
+		}
 		err := kv(w,
 			"journal", j.Dir(),
 			"engine", j.EngineID(),
 			"seq", seqText,
-			"records", fmt.Sprintf("%d (%s)", records, fmtBytes(size)),
+			"records", recordsText,
 			"time", timeText,
 			"now", fmtTimeT(now),
 			"snapshots", snapText,
 			"jobs", countsText(jobs, jobStatusOrder),
 			"paused queues", orDash(strings.Join(paused, ", ")),
 			"workflows", countsText(wfs, wfStatuses),
+			"quarantined", quarText,
 			"timers", timerText,
 			"next deadline", dlText,
 			"last run", runText,
 			"last shutdown", shutText,
 		)
 		if err != nil {
+			return err
+		}
+		if err := quarantineTable(w, st); err != nil {
 			return err
 		}
 		if err := kindTable(w, byKind); err != nil {
@@ -204,7 +236,7 @@ func (c *inspectCmd) Run(x *runCtx) error {
 	if replayErr != nil {
 		return replayFinding(replayErr)
 	}
-	return nil
+	return quarantineFinding(j, st)
 }
 
 func kindTable(w io.Writer, byKind map[record.Kind]int64) error {

@@ -12,7 +12,7 @@ import (
 
 type jobsCmd struct {
 	Queue   string `placeholder:"Q" help:"Only jobs of queue Q."`
-	Status  string `placeholder:"S" help:"Only jobs with status S: pending, processing, buried or completed (comma-separated for several)."`
+	Status  string `placeholder:"S" help:"Only jobs with status S: pending, processing, buried, completed or corrupt (comma-separated for several)."`
 	Handler string `placeholder:"H" help:"Only jobs of handler H."`
 	Limit   int    `placeholder:"K" help:"Print at most K jobs (0: all)."`
 }
@@ -21,8 +21,10 @@ func (c *jobsCmd) Help() string {
 	return `Lists jobs in enqueue order (JB-2) with status, queue, handler, priority, attempts
 consumed of the maximum, when a pending job becomes available, its workflow and
 step if it is a step job (wf_...#2: step 2, counting from 1), and its last error.
-Completed jobs come from the log. In JSON, "step" and "step_index" are the journal's
-0-based step index.
+Completed jobs come from the log. A job whose stream has a damaged record is listed as
+corrupt, as of the stream's last good record, with the damage (spec/reliability.md
+§4.4): the engine sets that stream aside at open and runs the others, and qctl exits 1.
+In JSON, "step" and "step_index" are the journal's 0-based step index.
 
 Examples:
   qctl -d data/journal jobs --status buried
@@ -51,10 +53,11 @@ func (c *jobsCmd) Run(x *runCtx) error {
 	f := newFolder()
 	keep := newFirstN(c.Limit, func(r jobRow) uint64 { return r.EnqueueSeq })
 	if len(statuses) == 0 || slices.Contains(statuses, "completed") {
-		f.onJobEnd = func(job *replay.Job, r record.Record) {
+		f.onJobEnd = func(job *replay.Job, r record.Record) func() {
 			if row := completedRow(job, r); want(row) {
-				keep.add(row)
+				return func() { keep.add(row) }
 			}
+			return nil
 		}
 	}
 	if err := x.foldAll(j, f, "jobs", math.MaxUint64); err != nil {
@@ -62,6 +65,11 @@ func (c *jobsCmd) Run(x *runCtx) error {
 	}
 	for _, job := range f.st.Jobs {
 		if row := rowOf(job); want(row) {
+			keep.add(row)
+		}
+	}
+	for _, row := range corruptRows(f.st) {
+		if want(row) {
 			keep.add(row)
 		}
 	}
@@ -74,17 +82,20 @@ func (c *jobsCmd) Run(x *runCtx) error {
 				return err
 			}
 		}
-		return nil
+		return quarantineFinding(j, f.st)
 	}
 	t := newTable(w, jobHeader...)
 	for _, r := range rows {
 		t.row(r.cells(now)...)
 	}
-	return t.flush()
+	if err := t.flush(); err != nil {
+		return err
+	}
+	return quarantineFinding(j, f.st)
 }
 
 type workflowsCmd struct {
-	Status string `placeholder:"S" help:"Only workflows with status S (running, paused, waiting_for_signal, waiting_for_workflows, failed, completed, cancelled; comma-separated for several)."`
+	Status string `placeholder:"S" help:"Only workflows with status S (running, paused, waiting_for_signal, waiting_for_workflows, failed, completed, cancelled, corrupt; comma-separated for several)."`
 	Name   string `placeholder:"N" help:"Only workflows named N."`
 	Limit  int    `placeholder:"K" help:"Print at most K workflows (0: all)."`
 }
@@ -92,8 +103,10 @@ type workflowsCmd struct {
 func (c *workflowsCmd) Help() string {
 	return `Lists workflows in dispatch order with status, current step, start, deadline_at and
 the time remaining before it, and the error of a failed one. STEP counts from 1 (2/3:
-the second of three steps; done: all completed). In JSON, "step" and "step_index" are
-the journal's 0-based step index and "steps" the count.
+the second of three steps; done: all completed). A workflow whose stream has a damaged
+record is listed as corrupt, as of the stream's last good record, with the damage
+(spec/reliability.md §4.4), and qctl exits 1. In JSON, "step" and "step_index" are the
+journal's 0-based step index and "steps" the count.
 
 Examples:
   qctl -d data/journal workflows --status waiting_for_signal
@@ -116,20 +129,26 @@ func (c *workflowsCmd) Run(x *runCtx) error {
 	}
 	defer j.Close()
 	want := func(w *wfView) bool {
-		return (len(statuses) == 0 || slices.Contains(statuses, w.Status.String())) && (c.Name == "" || w.Name == c.Name)
+		return (len(statuses) == 0 || slices.Contains(statuses, w.status())) && (c.Name == "" || w.Name == c.Name)
 	}
 	f := newFolder()
 	keep := newFirstN(c.Limit, func(w *wfView) uint64 { return w.StartSeq })
-	f.onWorkflowEnd = func(w *replay.Workflow, r record.Record) {
+	f.onWorkflowEnd = func(w *replay.Workflow, r record.Record) func() {
 		if v := endedView(w, r); want(v) {
-			keep.add(v)
+			return func() { keep.add(v) }
 		}
+		return nil
 	}
 	if err := x.foldAll(j, f, "workflows", math.MaxUint64); err != nil {
 		return err
 	}
 	for _, w := range f.st.Workflows {
 		if v := viewOf(w); want(v) {
+			keep.add(v)
+		}
+	}
+	for _, v := range corruptViews(f.st) {
+		if want(v) {
 			keep.add(v)
 		}
 	}
@@ -142,23 +161,27 @@ func (c *workflowsCmd) Run(x *runCtx) error {
 				return err
 			}
 		}
-		return nil
+		return quarantineFinding(j, f.st)
 	}
 	t := newTable(out, wfHeader...)
 	for _, w := range rows {
 		t.row(w.cells(now)...)
 	}
-	return t.flush()
+	if err := t.flush(); err != nil {
+		return err
+	}
+	return quarantineFinding(j, f.st)
 }
 
-// allWorkflows returns the live workflows of st and the ended ones, in
-// dispatch order.
+// allWorkflows returns the live workflows of st, the ended ones and
+// those of the streams st set aside, in dispatch order.
 func allWorkflows(st *replay.State, ended []*wfView) []*wfView {
 	out := make([]*wfView, 0, len(st.Workflows)+len(ended))
 	out = append(out, ended...)
 	for _, w := range st.Workflows {
 		out = append(out, viewOf(w))
 	}
+	out = append(out, corruptViews(st)...)
 	sort.Slice(out, func(i, k int) bool { return out[i].StartSeq < out[k].StartSeq })
 	return out
 }

@@ -1,6 +1,7 @@
 package qctl
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -49,20 +50,17 @@ func (x *runCtx) loadState(j *journal.Journal) (*folder, error) {
 	if err != nil {
 		return nil, readError(j, err)
 	}
-	if err := x.scan(j, "show", f.st.LastSeq+1, math.MaxUint64, func(it *journal.Iter) error {
-		if err := f.apply(it.Record()); err != nil {
-			return replayFinding(err)
-		}
-		return nil
-	}); err != nil {
+	if _, err := x.foldFrom(j, f, "show", f.st.LastSeq+1, math.MaxUint64); err != nil {
 		return nil, err
 	}
 	return f, nil
 }
 
 // streamRecords returns the records of stream, or of job id only when
-// id is a step job in its workflow's stream.
-func streamRecords(j *journal.Journal, stream, id string) ([]record.Record, error) {
+// id is a step job in its workflow's stream. In a stream st set aside
+// (spec/reliability.md §4.4), a record that fails its checks ends them:
+// the records before it are returned, and it is shown as the damage.
+func streamRecords(j *journal.Journal, st *replay.State, stream, id string) ([]record.Record, error) {
 	var out []record.Record
 	it := j.ScanStream(stream, 0)
 	defer it.Close()
@@ -73,6 +71,10 @@ func streamRecords(j *journal.Journal, stream, id string) ([]record.Record, erro
 		}
 	}
 	if err := it.Err(); err != nil {
+		var ce *journal.CorruptError
+		if q := st.Quarantined[stream]; q != nil && errors.As(err, &ce) && ce.Stream == stream && ce.Seq >= q.Seq {
+			return out, nil
+		}
 		return nil, readError(j, err)
 	}
 	return out, nil
@@ -126,10 +128,17 @@ func attemptsOf(recs []record.Record) []*attempt {
 }
 
 // openDisposition names an attempt without settlement: running if it is
-// its job's open token, else lost (a crash left it open, DL-44).
+// its job's open token, corrupt if its job's stream was set aside before
+// it settled (spec/reliability.md §4.4), else lost (a crash left it open,
+// DL-44).
 func openDisposition(a *attempt, st *replay.State) string {
 	if j := st.Jobs[a.Job]; j != nil && j.Status == replay.JobProcessing && j.Token == a.Token {
 		return "running"
+	}
+	if q, ok := st.QuarantineOf(a.Job); ok {
+		if j := q.Jobs[a.Job]; j != nil && j.Status == replay.JobProcessing && j.Token == a.Token {
+			return statusCorrupt
+		}
 	}
 	return "lost"
 }
@@ -202,8 +211,11 @@ func (c *showCmd) Run(x *runCtx) error {
 		wfSum   *replay.WorkflowSummary
 	)
 	stream := c.ID
+	q, corrupt := st.QuarantineOf(c.ID)
 	if job := st.Jobs[c.ID]; job != nil {
 		stream = job.Stream
+	} else if corrupt {
+		stream = q.Stream
 	} else if st.Workflows[c.ID] == nil {
 		b, ok, err := j.Index(c.ID)
 		if err != nil {
@@ -222,20 +234,41 @@ func (c *showCmd) Run(x *runCtx) error {
 			}
 		}
 	}
-	recs, err := streamRecords(j, stream, c.ID)
+	recs, err := streamRecords(j, st, stream, c.ID)
 	if err != nil {
 		return err
 	}
-	if len(recs) == 0 {
+	v := &showView{x: x, dir: j.Dir(), st: st, now: now, id: c.ID, stream: stream, recs: recs, summary: summary}
+	if corrupt {
+		v.damage = damageOf(q)
+	}
+	if err := v.show(j, wfSum); err != nil {
+		return err
+	}
+	if len(recs) == 0 && !corrupt {
 		return findingErr("%s holds no job or workflow %s", j.Dir(), c.ID)
 	}
-	v := &showView{x: x, st: st, now: now, id: c.ID, stream: stream, recs: recs, summary: summary}
-	if _, ok := recs[0].Body.(*record.WorkflowStarted); ok && stream == c.ID {
-		v.wf = workflowView(st, c.ID, wfSum, recs)
-		return v.workflow()
+	return quarantineFinding(j, st)
+}
+
+// show prints the view of v's id: a workflow, a job, or another stream.
+func (v *showView) show(j *journal.Journal, wfSum *replay.WorkflowSummary) error {
+	st, recs, stream := v.st, v.recs, v.stream
+	switch {
+	case len(recs) == 0:
+		if v.damage == nil {
+			return nil
+		}
+		// Its first record is the damaged one: nothing says what it was.
+		return v.other()
+	case stream == v.id:
+		if _, ok := recs[0].Body.(*record.WorkflowStarted); ok {
+			v.wf = workflowView(st, v.id, wfSum, recs)
+			return v.workflow()
+		}
 	}
-	if jobIDOf(recs[0].Body) == c.ID {
-		if stream != c.ID {
+	if jobIDOf(recs[0].Body) == v.id {
+		if stream != v.id {
 			// A step job: its workflow's status decides whether it may start.
 			var ws *replay.WorkflowSummary
 			if st.Workflows[stream] == nil {
@@ -258,6 +291,9 @@ func (c *showCmd) Run(x *runCtx) error {
 func workflowView(st *replay.State, id string, sum *replay.WorkflowSummary, recs []record.Record) *wfView {
 	if w := st.Workflows[id]; w != nil {
 		return viewOf(w)
+	}
+	if q := st.Quarantined[id]; q != nil && q.Workflow != nil {
+		return corruptView(q.Workflow, damageOf(q))
 	}
 	if sum != nil {
 		return summaryView(*sum)
@@ -287,6 +323,7 @@ func workflowView(st *replay.State, id string, sum *replay.WorkflowSummary, recs
 
 type showView struct {
 	x       *runCtx
+	dir     string // the journal's
 	st      *replay.State
 	now     time.Time
 	id      string
@@ -294,6 +331,10 @@ type showView struct {
 	recs    []record.Record
 	summary *replay.JobSummary
 	wf      *wfView // the workflow shown, or a step job's workflow
+	// damage, when set, is why the shown id's stream was set aside
+	// (spec/reliability.md §4.4): it is corrupt, and recs end before the
+	// damaged record.
+	damage *damage
 }
 
 func (v *showView) out() io.Writer { return v.x.env.Stdout }
@@ -310,9 +351,12 @@ func (v *showView) job() error {
 	}
 	var row jobRow
 	job := v.st.Jobs[v.id]
+	q, _ := v.st.QuarantineOf(v.id)
 	switch {
 	case job != nil:
 		row = rowOf(job)
+	case q != nil && q.Jobs[v.id] != nil:
+		row = corruptRow(q.Jobs[v.id], v.damage)
 	case v.summary != nil:
 		s := v.summary
 		row = jobRow{ID: s.ID, Status: s.Status.String(), Queue: s.Queue, Handler: s.Handler, Priority: s.Priority,
@@ -328,6 +372,9 @@ func (v *showView) job() error {
 			Attempts: int32(len(atts)), EnqueueSeq: v.recs[0].Seq, FinishedAt: v.recs[len(v.recs)-1].At}
 	}
 	stuck := v.jobStuck(job, atts)
+	if v.damage != nil {
+		stuck = append(stuck, v.corruptLine())
+	}
 	if v.x.json {
 		o := row.json()
 		o[0] = member{"type", "show_job"}
@@ -355,7 +402,7 @@ func (v *showView) job() error {
 	if row.WorkflowID != "" {
 		wf := fmt.Sprintf("%s step %d", row.WorkflowID, row.Step+1)
 		if v.wf != nil {
-			wf = fmt.Sprintf("%s step %s (%s, %s)", row.WorkflowID, stepText(row.Step, v.wf.Steps, " of "), v.wf.Name, v.wf.Status)
+			wf = fmt.Sprintf("%s step %s (%s, %s)", row.WorkflowID, stepText(row.Step, v.wf.Steps, " of "), v.wf.Name, v.wf.status())
 		}
 		pairs = append(pairs, "workflow", wf)
 	}
@@ -476,6 +523,8 @@ func (v *showView) workflow() error {
 			Priority: b.Priority, MaxAttempts: b.Retry.MaxAttempts, WorkflowID: b.WorkflowID, Step: b.Step, EnqueueSeq: r.Seq}
 		if job := v.st.Jobs[b.JobID]; job != nil {
 			row = rowOf(job)
+		} else if q, ok := v.st.QuarantineOf(b.JobID); ok && q.Jobs[b.JobID] != nil {
+			row = corruptRow(q.Jobs[b.JobID], damageOf(q))
 		} else {
 			for _, a := range atts {
 				if a.Job == b.JobID {
@@ -537,6 +586,10 @@ func (v *showView) workflow() error {
 			stuck = append(stuck, fmt.Sprintf("on-deadline handler %s of the expiry at seq %d has not finished: the next start runs it again (WD-10)", e.Handler, e.Seq))
 		}
 	}
+	if v.damage != nil {
+		// Nothing else moves it until the journal is repaired.
+		stuck = []string{v.corruptLine()}
+	}
 	if v.x.json {
 		o := w.json(v.now)
 		o[0] = member{"type", "show_workflow"}
@@ -561,7 +614,7 @@ func (v *showView) workflow() error {
 	dl := "none"
 	if w.DeadlineAt != 0 {
 		dl = fmtTime(w.DeadlineAt)
-		if !canExpire(w.Status) {
+		if !w.canExpire() {
 			dl += fmt.Sprintf(" (%s after dispatch)", fmtDur(time.Duration(w.DeadlineAt-base)))
 		} else {
 			if rem := remaining(w.DeadlineAt, v.now); strings.HasPrefix(rem, "overdue") {
@@ -574,7 +627,7 @@ func (v *showView) workflow() error {
 	pairs := []string{
 		"workflow", w.ID,
 		"name", w.Name,
-		"status", w.Status.String(),
+		"status", w.status(),
 		"step", stepText(w.Step, w.Steps, " of "),
 		"dispatched", fmtTime(w.StartedAt),
 		"deadline_at", dl,
@@ -625,19 +678,53 @@ func (v *showView) workflow() error {
 	return v.timeline(base)
 }
 
-// stream shows a stream that is neither a job nor a workflow (the engine's).
+// stream shows a stream that is neither a job nor a workflow (the
+// engine's), or one set aside before any record said which it is.
 func (v *showView) other() error {
-	base := v.recs[0].At
+	var base int64
+	if len(v.recs) > 0 {
+		base = v.recs[0].At
+	}
 	if v.x.json {
-		if err := emit(v.out(), object{{"type", "show_stream"}, {"stream", v.stream}, {"records", len(v.recs)}}); err != nil {
+		o := object{{"type", "show_stream"}, {"stream", v.stream}, {"records", len(v.recs)}}
+		if v.damage != nil {
+			o = append(o, member{"status", statusCorrupt}, member{"corrupt", v.damage.json()}, member{"stuck", []string{v.corruptLine()}})
+		}
+		if err := emit(v.out(), o); err != nil {
 			return err
 		}
 		return v.timelineJSON(base)
 	}
-	if err := kv(v.out(), "stream", v.stream, "records", fmt.Sprint(len(v.recs))); err != nil {
+	pairs := []string{"stream", v.stream, "records", fmt.Sprint(len(v.recs))}
+	if v.damage != nil {
+		pairs = append(pairs, "status", statusCorrupt, "stuck", v.corruptLine())
+	}
+	if err := kv(v.out(), pairs...); err != nil {
 		return err
 	}
 	return v.timeline(base)
+}
+
+// corruptLine says why the shown id is corrupt and what that means.
+func (v *showView) corruptLine() string {
+	d := v.damage
+	return fmt.Sprintf("corrupt: seq %d of stream %s is damaged (%s); the engine sets the stream aside at open, at its last good record: no deliveries, timers, signals or records until the journal is repaired, and the other streams run (spec/reliability.md §4.4); qctl verify %s lists every problem",
+		d.Seq, d.Stream, d.Reason, v.dir)
+}
+
+// damagedRow reports whether the timeline ends with a row for the
+// damaged record: one that failed its checks, so that recs stop before
+// it. A sound record that no longer applied is among recs.
+func (v *showView) damagedRow() bool {
+	if v.damage == nil {
+		return false
+	}
+	for _, r := range v.recs {
+		if r.Seq == v.damage.Seq {
+			return false
+		}
+	}
+	return true
 }
 
 func (v *showView) timeline(base int64) error {
@@ -646,6 +733,9 @@ func (v *showView) timeline(base int64) error {
 	o := recordOpts{tf: func(ns int64) string { return fmtRel(ns, base) }, stream: v.stream}
 	for _, r := range v.recs {
 		t.row(fmt.Sprint(r.Seq), fmtTime(r.At), fmtRel(r.At, base), r.Kind().String(), kindLine(r, o))
+	}
+	if v.damagedRow() {
+		t.row(fmt.Sprint(v.damage.Seq), "-", "-", "damaged", v.damage.Reason)
 	}
 	return t.flush()
 }
@@ -657,6 +747,9 @@ func (v *showView) timelineJSON(base int64) error {
 		if err := emit(v.out(), o); err != nil {
 			return err
 		}
+	}
+	if v.damagedRow() {
+		return emit(v.out(), append(object{{"type", "damaged"}}, v.damage.json()...))
 	}
 	return nil
 }

@@ -19,7 +19,9 @@ type stateCmd struct {
 func (c *stateCmd) Help() string {
 	return `Folds the log from seq 1 up to --at and prints the state the engine would hold there:
 its digest (equal to the live engine's at that seq, RL-7), jobs by status with every
-job that is not completed, paused queues, runs, and workflows.
+job that is not completed, paused queues, runs, and workflows. A stream with a damaged
+record is set aside as the engine sets it aside at open (spec/reliability.md §4.4): its
+jobs and workflow are listed as corrupt, and qctl exits 1.
 
 Examples:
   qctl state data/journal --at 1200
@@ -45,19 +47,17 @@ func (c *stateCmd) Run(x *runCtx) error {
 	}
 	f := newFolder()
 	var ended []*wfView
-	f.onWorkflowEnd = func(w *replay.Workflow, r record.Record) { ended = append(ended, endedView(w, r)) }
-	if err := x.foldAll(j, f, "state", at); err != nil {
+	f.onWorkflowEnd = func(w *replay.Workflow, r record.Record) func() {
+		v := endedView(w, r)
+		return func() { ended = append(ended, v) }
+	}
+	// The time of seq at, or of the last sound record before it when at
+	// is damaged.
+	atNs, err := x.foldFrom(j, f, "state", 1, at)
+	if err != nil {
 		return err
 	}
 	st := f.st
-	var atNs int64
-	if at > 0 {
-		r, err := j.Get(at)
-		if err != nil {
-			return readError(j, err)
-		}
-		atNs = r.At
-	}
 	now := x.now
 	if !x.nowSet {
 		now = time.Unix(0, atNs).UTC()
@@ -67,6 +67,7 @@ func (c *stateCmd) Run(x *runCtx) error {
 	for _, id := range st.JobIDs() {
 		jobs = append(jobs, rowOf(st.Jobs[id]))
 	}
+	jobs = append(jobs, corruptRows(st)...)
 	sort.SliceStable(jobs, func(i, k int) bool { return jobs[i].EnqueueSeq < jobs[k].EnqueueSeq })
 	wfs := allWorkflows(f.st, ended)
 	counts := jobCounts(st)
@@ -96,7 +97,7 @@ func (c *stateCmd) Run(x *runCtx) error {
 				return err
 			}
 		}
-		return nil
+		return quarantineFinding(j, st)
 	}
 	runText := "none"
 	if r := st.LastRun(); r != nil {
@@ -133,5 +134,5 @@ func (c *stateCmd) Run(x *runCtx) error {
 			return err
 		}
 	}
-	return nil
+	return quarantineFinding(j, st)
 }

@@ -11,7 +11,8 @@ func (c *timersCmd) Help() string {
 	return `Lists what the engine will act on next, earliest first: jobs waiting for their
 available_at (a delay or a retry backoff; the record that set it is named), Delay steps
 of running workflows, and the delivery cutoff P of open attempts. IN is measured against
---now, or the current time.
+--now, or the current time. A stream with a damaged record gets no timers, as the
+engine sets it aside at open (spec/reliability.md §4.4); qctl then exits 1.
 
 Examples:
   qctl -d data/journal timers
@@ -36,13 +37,16 @@ func (c *timersCmd) Run(x *runCtx) error {
 				return err
 			}
 		}
-		return nil
+		return quarantineFinding(j, f.st)
 	}
 	t := newTable(x.env.Stdout, "AT", "IN", "KIND", "ID", "DETAIL")
 	for _, tm := range ts {
 		t.row(fmtTime(tm.At), until(tm.At, now), tm.Kind, tm.ID, tm.Detail)
 	}
-	return t.flush()
+	if err := t.flush(); err != nil {
+		return err
+	}
+	return quarantineFinding(j, f.st)
 }
 
 type deadlinesCmd struct{}
@@ -51,7 +55,9 @@ func (c *deadlinesCmd) Help() string {
 	return `Lists the deadlines of workflows that can still expire (running, paused, waiting),
 by deadline_at, with the time remaining or overdue (WD-18). A running workflow past its
 deadline is failed by the next deadline check. On-deadline handlers that have not
-finished are listed after them (WD-10).
+finished are listed after them (WD-10). A workflow whose stream has a damaged record
+has none, as the engine sets it aside at open (spec/reliability.md §4.4); qctl then
+exits 1.
 
 Examples:
   qctl -d data/journal deadlines
@@ -84,7 +90,7 @@ func (c *deadlinesCmd) Run(x *runCtx) error {
 				return err
 			}
 		}
-		return nil
+		return quarantineFinding(j, f.st)
 	}
 	t := newTable(out, "DEADLINE_AT", "REMAINING", "WORKFLOW", "NAME", "STATUS")
 	for _, d := range ds {
@@ -99,7 +105,9 @@ func (c *deadlinesCmd) Run(x *runCtx) error {
 		for _, h := range hs {
 			t.row(h.Handler, h.WorkflowID, h.Name, fmt.Sprint(h.Seq))
 		}
-		return t.flush()
+		if err := t.flush(); err != nil {
+			return err
+		}
 	}
-	return nil
+	return quarantineFinding(j, f.st)
 }

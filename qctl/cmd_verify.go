@@ -326,17 +326,19 @@ func (c *verifyCmd) replayPass(x *runCtx, j *journal.Journal, v *verifier) (*ver
 	// Replay: every record is a transition replay accepts; each completed
 	// job's terminal-index summary agrees with it.
 	f := newFolder()
-	f.onJobEnd = func(job *replay.Job, r record.Record) {
+	f.onJobEnd = func(job *replay.Job, r record.Record) func() {
 		res.indexChecked++
 		if p := checkSummary(j, job, r); p != nil {
 			v.add(*p)
 		}
+		return nil
 	}
-	f.onWorkflowEnd = func(w *replay.Workflow, r record.Record) {
+	f.onWorkflowEnd = func(w *replay.Workflow, r record.Record) func() {
 		res.indexChecked++
 		if p := checkWorkflowSummary(j, w, r); p != nil {
 			v.add(*p)
 		}
+		return nil
 	}
 	it := j.Scan(1, math.MaxUint64)
 	p := x.progress("verify", j.LastSeq())

@@ -17,12 +17,24 @@
 // through [Env.Now] (or --now), and progress pacing through
 // [Env.ElapsedFunc].
 //
+// Commands that replay the log fold it as the engine's Open does
+// (replay.FoldQuarantining over the journal's quarantining scan): a
+// record that fails its checks and that the journal's index attributes to
+// one job's or workflow's stream sets that stream aside
+// (spec/reliability.md §4.4). They print the other streams in full and
+// that stream's jobs and workflow with status corrupt, as of its last
+// good record; inspect lists what was set aside, and they exit 1. Damage
+// that leaves the order in doubt (in the engine's stream, a missing
+// record, a record the index does not name, a chain broken between two
+// sound records) refuses the journal, as Open does.
+//
 // Exit codes are stable: [ExitOK] (0); [ExitFindings] (1: verify found a
-// problem, replay refused a record, or a show or state request found
-// nothing); [ExitUsage] (2: bad arguments, or input that cannot be read: a
-// missing directory, a file, a directory that holds no journal, a newer
-// format, a directory locked by an engine or another qctl, corruption met
-// outside verify).
+// problem, replay refused a record or set a damaged stream aside, or a
+// show or state request found nothing); [ExitUsage] (2: bad arguments, or
+// input that cannot be read: a missing directory, a file, a directory
+// that holds no journal, a newer format, a directory locked by an engine
+// or another qctl, corruption met outside verify that no stream can be
+// set aside for).
 //
 // # Usage
 //

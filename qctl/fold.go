@@ -26,11 +26,14 @@ type folder struct {
 	armed map[string]armed
 	// onJobEnd, if set, is called before a record that completes a job
 	// (attempt_succeeded of its open attempt) is applied, with the job as
-	// it stands.
-	onJobEnd func(j *replay.Job, r record.Record)
+	// it stands. What it returns, if not nil, is called once the record
+	// applied: a fold that quarantines the record's stream instead
+	// (spec/reliability.md §4.4) does not call it.
+	onJobEnd func(j *replay.Job, r record.Record) (applied func())
 	// onWorkflowEnd, if set, is called before a record that completes or
-	// cancels a workflow is applied, with the workflow as it stands.
-	onWorkflowEnd func(w *replay.Workflow, r record.Record)
+	// cancels a workflow is applied, with the workflow as it stands; what
+	// it returns is called as onJobEnd's is.
+	onWorkflowEnd func(w *replay.Workflow, r record.Record) (applied func())
 }
 
 func newFolder() *folder {
@@ -40,25 +43,41 @@ func newFolder() *folder {
 // apply folds r. An error is replay's *replay.ApplyError: the journal
 // cannot be trusted past r, and the state is unchanged.
 func (f *folder) apply(r record.Record) error {
-	switch b := r.Body.(type) {
-	case *record.AttemptSucceeded:
-		if j := f.st.Jobs[b.JobID]; f.onJobEnd != nil && j != nil && j.Token == b.Token {
-			f.onJobEnd(j, r)
-		}
-	case *record.WorkflowCompleted:
-		if w := f.st.Workflows[b.WorkflowID]; f.onWorkflowEnd != nil && w != nil {
-			f.onWorkflowEnd(w, r)
-		}
-	case *record.WorkflowCancelled:
-		if w := f.st.Workflows[b.WorkflowID]; f.onWorkflowEnd != nil && w != nil {
-			f.onWorkflowEnd(w, r)
-		}
-	}
+	applied := f.before(r)
 	if err := replay.Apply(f.st, r); err != nil {
 		return err
 	}
-	f.track(r)
+	f.after(r, applied)
 	return nil
+}
+
+// before calls the hook r is for, if any, before r is applied, and
+// returns what the hook wants called once r applied.
+func (f *folder) before(r record.Record) (applied func()) {
+	switch b := r.Body.(type) {
+	case *record.AttemptSucceeded:
+		// The job's open attempt, as replay settles it.
+		if j := f.st.Jobs[b.JobID]; f.onJobEnd != nil && j != nil && j.Status == replay.JobProcessing && j.Token == b.Token {
+			return f.onJobEnd(j, r)
+		}
+	case *record.WorkflowCompleted:
+		if w := f.st.Workflows[b.WorkflowID]; f.onWorkflowEnd != nil && w != nil {
+			return f.onWorkflowEnd(w, r)
+		}
+	case *record.WorkflowCancelled:
+		if w := f.st.Workflows[b.WorkflowID]; f.onWorkflowEnd != nil && w != nil {
+			return f.onWorkflowEnd(w, r)
+		}
+	}
+	return nil
+}
+
+// after completes the fold of r, which applied.
+func (f *folder) after(r record.Record, applied func()) {
+	if applied != nil {
+		applied()
+	}
+	f.track(r)
 }
 
 // track keeps armed in step with the jobs replay holds.
@@ -207,12 +226,134 @@ func replayFinding(err error) error {
 	return findingErr("replay: %v", err)
 }
 
-// foldAll folds the whole log (or up to seq to) into f.
+// foldScan is the journal's quarantining scan as replay.FoldQuarantining
+// reads it: damage that the journal attributes to one stream sets that
+// stream aside and the fold goes on, as the engine's Open does
+// (spec/reliability.md §4.4, RL-5); damage that leaves the order in doubt
+// ends the scan with its error. Around the fold it keeps f's bookkeeping
+// (f.before as each sound record is handed out, f.after once it applied),
+// counts progress, and stops when x's ctx ends.
+type foldScan struct {
+	*journal.Iter
+	x *runCtx
+	j *journal.Journal
+	f *folder // nil once the fold ended: the scan only reads on
+	p *progress
+	// each, if set, sees every record the scan reads, damaged ones
+	// (Iter.Damaged) included.
+	each func(it *journal.Iter)
+
+	held    bool          // cur was handed out and not settled yet
+	cur     record.Record // the sound record handed out last
+	applied func()        // f.before's result for cur
+	lastAt  int64         // At of the last sound record read
+	err     error         // the interruption that ended the scan
+}
+
+func (x *runCtx) foldScan(j *journal.Journal, f *folder, label string, from, to uint64) *foldScan {
+	return &foldScan{Iter: j.ScanQuarantining(from, to), x: x, j: j, f: f, p: x.progress(label, min(to, j.LastSeq()))}
+}
+
+// Next settles the record handed out before, which the fold has applied
+// or set aside since, and reads the next one.
+func (s *foldScan) Next() bool {
+	s.settle()
+	if err := s.x.ctx.Err(); err != nil {
+		s.err = usageErr("interrupted: %v", err)
+		return false
+	}
+	if !s.Iter.Next() {
+		return false
+	}
+	if s.each != nil {
+		s.each(s.Iter)
+	}
+	if d := s.Iter.Damaged(); d != nil {
+		s.p.step(d.Seq)
+		return true
+	}
+	s.cur = s.Iter.Record()
+	s.lastAt = s.cur.At
+	if s.f != nil {
+		s.held, s.applied = true, s.f.before(s.cur)
+	}
+	s.p.step(s.cur.Seq)
+	return true
+}
+
+// settle completes the fold of the record handed out before. The fold
+// either applied it or, when it could not, quarantined its stream.
+func (s *foldScan) settle() {
+	if !s.held {
+		return
+	}
+	s.held = false
+	if s.f.st.Quarantined[s.cur.Stream] == nil {
+		s.f.after(s.cur, s.applied)
+	}
+	s.applied = nil
+}
+
+// Err returns what ended the scan: the interruption, or the journal's
+// error.
+func (s *foldScan) Err() error {
+	if s.err != nil {
+		return s.err
+	}
+	return s.Iter.Err()
+}
+
+// fold folds the scan into s.f. A record replay refuses, with no
+// quarantine to set its stream aside, ends the fold and is returned as
+// replayErr; s then reads on without folding, for callers that count
+// the rest. Anything else that ends the scan is returned as err, an
+// *exitError: damage the journal cannot attribute to one stream refuses
+// the journal (exit 2), as it refuses the engine's Open.
+func (s *foldScan) fold() (replayErr, err error) {
+	_, ferr := replay.FoldQuarantining(s.f.st, s)
+	if ferr == nil {
+		return nil, nil
+	}
+	s.f, s.held = nil, false
+	return s.classify(ferr)
+}
+
+// classify sorts an error that ended s into a replay refusal or an
+// *exitError.
+func (s *foldScan) classify(err error) (replayErr, exitErr error) {
+	switch {
+	case s.err != nil:
+		return nil, s.err
+	case s.Iter.Err() != nil:
+		return nil, readError(s.j, err)
+	}
+	return err, nil
+}
+
+// close ends the scan and its progress line.
+func (s *foldScan) close() {
+	s.p.done()
+	s.Iter.Close()
+}
+
+// foldAll folds the log up to seq to into f, setting damaged streams
+// aside as the engine does (see [foldScan]).
 func (x *runCtx) foldAll(j *journal.Journal, f *folder, label string, to uint64) error {
-	return x.scan(j, label, 1, to, func(it *journal.Iter) error {
-		if err := f.apply(it.Record()); err != nil {
-			return replayFinding(err)
-		}
-		return nil
-	})
+	_, err := x.foldFrom(j, f, label, 1, to)
+	return err
+}
+
+// foldFrom folds the log from..to into f, as foldAll does, and returns
+// the At of the last sound record it read (0 if none).
+func (x *runCtx) foldFrom(j *journal.Journal, f *folder, label string, from, to uint64) (lastAt int64, err error) {
+	s := x.foldScan(j, f, label, from, to)
+	defer s.close()
+	replayErr, err := s.fold()
+	switch {
+	case err != nil:
+		return 0, err
+	case replayErr != nil:
+		return 0, replayFinding(replayErr)
+	}
+	return s.lastAt, nil
 }

@@ -28,6 +28,7 @@ type jobRow struct {
 	LastError   string
 	FinishedAt  int64 // completed jobs only
 	Lost        bool
+	Corrupt     *damage // corrupt jobs only: why their stream was set aside
 }
 
 func rowOf(j *replay.Job) jobRow {
@@ -96,6 +97,9 @@ func (r jobRow) json() object {
 	if r.Lost {
 		o = append(o, member{"lost", true})
 	}
+	if r.Corrupt != nil {
+		o = append(o, member{"corrupt", r.Corrupt.json()})
+	}
 	return o
 }
 
@@ -110,18 +114,27 @@ func (r jobRow) cells(now time.Time) []string {
 	if r.WorkflowID != "" {
 		wf = fmt.Sprintf("%s#%d", r.WorkflowID, r.Step+1)
 	}
+	errText := r.errorText()
+	if r.Corrupt != nil {
+		// Why it is stuck matters more than its last failure, which
+		// show gives.
+		errText = r.Corrupt.text()
+	}
 	return []string{
 		r.ID, r.Status, r.Queue, r.Handler, fmt.Sprint(r.Priority),
-		fmt.Sprintf("%d/%d", r.Consumed, r.MaxAttempts), avail, wf, truncate(r.errorText(), 48),
+		fmt.Sprintf("%d/%d", r.Consumed, r.MaxAttempts), avail, wf, truncate(errText, 48),
 	}
 }
 
 // jobCounts counts the jobs of st by status; completed is the history
-// counter.
+// counter, and corrupt counts the jobs of the streams st set aside.
 func jobCounts(st *replay.State) map[string]int64 {
-	c := map[string]int64{"pending": 0, "processing": 0, "buried": 0, "completed": st.Completed}
+	c := map[string]int64{"pending": 0, "processing": 0, "buried": 0, "completed": st.Completed, statusCorrupt: 0}
 	for _, j := range st.Jobs {
 		c[j.Status.String()]++
+	}
+	for _, q := range st.Quarantined {
+		c[statusCorrupt] += int64(len(q.Jobs))
 	}
 	return c
 }
@@ -142,7 +155,7 @@ func countsJSON(c map[string]int64, order []string) object {
 	return o
 }
 
-var jobStatusOrder = []string{"pending", "processing", "buried", "completed"}
+var jobStatusOrder = []string{"pending", "processing", "buried", "completed", statusCorrupt}
 
 func pausedQueues(st *replay.State) []string {
 	return sortedKeys(st.PausedQueues)
@@ -262,14 +275,14 @@ func shutdownText(run *replay.Run) string {
 
 func (w *wfView) json(now time.Time) object {
 	o := object{
-		{"type", "workflow"}, {"id", w.ID}, {"name", w.Name}, {"status", w.Status.String()},
+		{"type", "workflow"}, {"id", w.ID}, {"name", w.Name}, {"status", w.status()},
 		{"step", w.Step}, {"step_index", w.Step}, {"steps", w.Steps}, // step: kept for scripts; both 0-based
 		{"started_at", jsonTime(w.StartedAt)}, {"deadline_at", jsonTime(w.DeadlineAt)},
 	}
 	if w.StartSeq != 0 {
 		o = append(o, member{"start_seq", w.StartSeq})
 	}
-	if w.DeadlineAt != 0 && canExpire(w.Status) {
+	if w.DeadlineAt != 0 && w.canExpire() {
 		o = append(o, member{"remaining_ns", w.DeadlineAt - now.UnixNano()})
 	}
 	if w.ParentID != "" {
@@ -297,6 +310,9 @@ func (w *wfView) json(now time.Time) object {
 	if w.Signals > 0 {
 		o = append(o, member{"signals_stored", w.Signals})
 	}
+	if w.Corrupt != nil {
+		o = append(o, member{"corrupt", w.Corrupt.json()})
+	}
 	return o
 }
 
@@ -306,11 +322,15 @@ func (w *wfView) cells(now time.Time) []string {
 	rem, dl := "", ""
 	if w.DeadlineAt != 0 {
 		dl = fmtTime(w.DeadlineAt)
-		if canExpire(w.Status) {
+		if w.canExpire() {
 			rem = remaining(w.DeadlineAt, now)
 		}
 	}
-	return []string{w.ID, w.Name, w.Status.String(), stepText(w.Step, w.Steps, "/"), fmtTime(w.StartedAt), dl, rem, truncate(w.Error, 40)}
+	errText := w.Error
+	if w.Corrupt != nil {
+		errText = w.Corrupt.text()
+	}
+	return []string{w.ID, w.Name, w.status(), stepText(w.Step, w.Steps, "/"), fmtTime(w.StartedAt), dl, rem, truncate(errText, 40)}
 }
 
 // stepText shows the 0-based step index of a workflow of steps steps as

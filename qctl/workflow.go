@@ -9,7 +9,7 @@ import (
 var wfStatuses = []string{
 	replay.WorkflowRunning.String(), replay.WorkflowPaused.String(), replay.WorkflowWaitingSignal.String(),
 	replay.WorkflowWaitingWorkflows.String(), replay.WorkflowFailed.String(), replay.WorkflowCompleted.String(),
-	replay.WorkflowCancelled.String(),
+	replay.WorkflowCancelled.String(), statusCorrupt,
 }
 
 // wfView is one workflow as qctl shows it: from replay.State.Workflows
@@ -32,7 +32,23 @@ type wfView struct {
 	DelayAt    int64        // fire_at of a pending Delay step, 0 none
 	Wait       *replay.Wait // the wait it is parked on, nil none
 	Signals    int          // stored, not yet consumed
+	// Corrupt, when set, is why its stream was set aside: it is corrupt,
+	// and Status is what it was at the stream's last good record.
+	Corrupt *damage
 }
+
+// status is w's status as qctl shows it: corrupt for a workflow whose
+// stream was set aside, as api.WorkflowCorrupt.
+func (w *wfView) status() string {
+	if w.Corrupt != nil {
+		return statusCorrupt
+	}
+	return w.Status.String()
+}
+
+// canExpire reports whether w still has a deadline that can fire: not
+// once it is set aside, which stops its timers (spec/reliability.md §4.4).
+func (w *wfView) canExpire() bool { return w.Corrupt == nil && canExpire(w.Status) }
 
 func viewOf(w *replay.Workflow) *wfView {
 	return &wfView{
@@ -72,8 +88,8 @@ func canExpire(s replay.WorkflowStatus) bool {
 	return s != replay.WorkflowFailed && !wfTerminal(s)
 }
 
-// wfCounts counts workflows by status: the live ones in st, and the
-// history counters of the finished ones.
+// wfCounts counts workflows by status: the live ones in st, the history
+// counters of the finished ones, and those of the streams st set aside.
 func wfCounts(st *replay.State) map[string]int64 {
 	c := map[string]int64{
 		replay.WorkflowCompleted.String(): st.WorkflowsCompleted,
@@ -81,6 +97,11 @@ func wfCounts(st *replay.State) map[string]int64 {
 	}
 	for _, w := range st.Workflows {
 		c[w.Status.String()]++
+	}
+	for _, q := range st.Quarantined {
+		if q.Workflow != nil {
+			c[statusCorrupt]++
+		}
 	}
 	return c
 }

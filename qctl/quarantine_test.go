@@ -1,0 +1,378 @@
+package qctl_test
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/quire-dev/quire/journal/record"
+	"github.com/quire-dev/quire/qctl"
+)
+
+// damagedSeq is nightly_sync's attempt_retry_scheduled in the fixture: a
+// record of a workflow's stream, after the fixture's snapshot (seq 19),
+// while the attempt of its step job stepSync is open.
+const damagedSeq = 34
+
+// flipRecord makes record seq fail its checksum, as media damage does:
+// one byte near the end of its value, before the crc.
+func flipRecord(t *testing.T, db *pebble.DB, seq uint64) {
+	t.Helper()
+	v := get(t, db, record.LogKey(seq))
+	v[len(v)-6] ^= 0x40
+	set(t, db, record.LogKey(seq), v)
+}
+
+// damagedFixture returns the fixture with record seq damaged.
+func damagedFixture(t *testing.T, seq uint64) vfs.FS {
+	t.Helper()
+	fs := fixture(t)
+	editStore(t, fs, fixtureDir, func(db *pebble.DB) { flipRecord(t, db, seq) })
+	return fs
+}
+
+// streamKey is the s/ index entry of record seq of stream id.
+func streamKey(id string, seq uint64) []byte {
+	k := binary.AppendUvarint([]byte("s/"), uint64(len(id)))
+	return binary.BigEndian.AppendUint64(append(k, id...), seq)
+}
+
+// reseal rewrites record seq after f changed its envelope, with a valid
+// checksum: the record passes its own checks.
+func reseal(t *testing.T, db *pebble.DB, seq uint64, f func(e *record.Envelope)) {
+	t.Helper()
+	env, err := record.ParseEnvelope(seq, get(t, db, record.LogKey(seq)), record.RecordBytesMaxDefault)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f(&env)
+	v, _ := record.AppendEnvelope(nil, seq, env.PrevSum, env.At, record.Prepared{Kind: env.Kind, Stream: env.Stream, Payload: env.Payload})
+	set(t, db, record.LogKey(seq), v)
+}
+
+var anyDigest = regexp.MustCompile(`[0-9a-f]{64}`)
+
+// TestRL5_QuarantineGolden pins what the commands print on a journal
+// with one damaged record in a workflow's stream: the stream set aside as
+// the engine's Open sets it aside (RL-5, spec/reliability.md §4.4), its
+// workflow and job as corrupt, everything else in full, and exit 1.
+func TestRL5_QuarantineGolden(t *testing.T) {
+	t.Parallel()
+	fs := damagedFixture(t, damagedSeq)
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"quarantine_inspect", []string{"inspect", fixtureDir}},
+		{"quarantine_jobs", []string{"-d", fixtureDir, "jobs"}},
+		{"quarantine_workflows", []string{"-d", fixtureDir, "workflows"}},
+		{"quarantine_show_wf", []string{"-d", fixtureDir, "show", wfNightly}},
+		{"quarantine_show_step", []string{"-d", fixtureDir, "show", stepSync}},
+		{"quarantine_state", []string{"state", fixtureDir}},
+	} {
+		for _, asJSON := range []bool{false, true} {
+			name, args := c.name, c.args
+			if asJSON {
+				name, args = name+".json", append([]string{"--json"}, args...)
+			}
+			code, stdout, stderr := run(t, fs, args...)
+			if code != qctl.ExitFindings {
+				t.Errorf("qctl %s: exit %d, want %d; stderr: %s", strings.Join(args, " "), code, qctl.ExitFindings, stderr)
+			}
+			got := fmt.Sprintf("$ qctl %s\n# exit %d\n%s# stderr\n%s", strings.Join(args, " "), code, stdout, stderr)
+			checkGolden(t, name, anyDigest.ReplaceAllString(got, "<digest>"))
+		}
+	}
+}
+
+// TestRL5_InspectListsQuarantinedStreams: inspect names the stream the
+// damage sets aside, the damaged seq, the reason and the jobs and
+// workflow it stops, in text and JSON; counts them as corrupt; reports
+// the rest of the journal as on the sound journal; and exits 1, as a
+// finding (spec/reliability.md §4.4: the stream "is listed in the open
+// report, Status and qctl inspect"; RL-5).
+func TestRL5_InspectListsQuarantinedStreams(t *testing.T) {
+	t.Parallel()
+	fs := damagedFixture(t, damagedSeq)
+	code, stdout, stderr := run(t, fs, "inspect", fixtureDir)
+	if code != qctl.ExitFindings {
+		t.Fatalf("inspect: exit %d, want %d\n%s%s", code, qctl.ExitFindings, stdout, stderr)
+	}
+	for _, want := range []string{
+		"records        66 (", ", 1 damaged\n",
+		"jobs           pending 3  processing 1  buried 1  completed 5  corrupt 1\n",
+		"  completed 1  cancelled 0  corrupt 1\n",
+		"quarantined    1 stream set aside",
+		"QUARANTINED", wfNightly + "  34   workflow nightly_sync (running), job " + stepSync + " sync (processing)  checksum record seq 34",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("inspect does not say %q:\n%s", want, stdout)
+		}
+	}
+	if !strings.Contains(stderr, wfNightly+" from seq 34") || !strings.Contains(stderr, "qctl verify db lists every problem") {
+		t.Errorf("inspect's stderr does not name the stream and point at verify: %q", stderr)
+	}
+	// The other streams read as on the sound journal.
+	_, sound, _ := run(t, fixture(t), "inspect", fixtureDir)
+	for _, key := range []string{"paused queues", "timers", "next deadline", "last run", "last shutdown"} {
+		if a, b := kvLine(t, sound, key), kvLine(t, stdout, key); a != b {
+			t.Errorf("inspect's %s line: %q on the damaged journal, %q on the sound one", key, b, a)
+		}
+	}
+
+	code, stdout, _ = run(t, fs, "--json", "inspect", fixtureDir)
+	var got struct {
+		Records        int64            `json:"records"`
+		RecordsDamaged int64            `json:"records_damaged"`
+		Jobs           map[string]int64 `json:"jobs"`
+		Workflows      map[string]int64 `json:"workflows"`
+		Quarantined    []struct {
+			Stream   string `json:"stream"`
+			Seq      uint64 `json:"seq"`
+			Reason   string `json:"reason"`
+			Workflow *struct {
+				ID, Name, Status string
+			} `json:"workflow"`
+			Jobs []struct {
+				ID, Handler, Status string
+			} `json:"jobs"`
+		} `json:"quarantined"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil || code != qctl.ExitFindings {
+		t.Fatalf("inspect --json: exit %d, %v\n%s", code, err, stdout)
+	}
+	if got.Records != 66 || got.RecordsDamaged != 1 || got.Jobs["corrupt"] != 1 || got.Workflows["corrupt"] != 1 || len(got.Quarantined) != 1 {
+		t.Fatalf("inspect --json: %+v", got)
+	}
+	q := got.Quarantined[0]
+	if q.Stream != wfNightly || q.Seq != damagedSeq || !strings.HasPrefix(q.Reason, "checksum record seq 34") ||
+		q.Workflow == nil || q.Workflow.ID != wfNightly || q.Workflow.Name != "nightly_sync" || q.Workflow.Status != "running" ||
+		len(q.Jobs) != 1 || q.Jobs[0].ID != stepSync || q.Jobs[0].Handler != "sync" || q.Jobs[0].Status != "processing" {
+		t.Fatalf("inspect --json quarantined: %+v (workflow %+v)", q, q.Workflow)
+	}
+
+	// A sound journal lists none, and exits 0.
+	code, stdout, _ = run(t, fixture(t), "--json", "inspect", fixtureDir)
+	if code != qctl.ExitOK || !strings.Contains(stdout, `"records_damaged":0,`) || !strings.Contains(stdout, `"quarantined":[],`) {
+		t.Fatalf("inspect --json of the sound journal: exit %d\n%s", code, stdout)
+	}
+}
+
+// kvLine returns the value of key in a command's key-value lines.
+func kvLine(t *testing.T, out, key string) string {
+	t.Helper()
+	for _, line := range strings.Split(out, "\n") {
+		if rest, ok := strings.CutPrefix(line, key+" "); ok {
+			return strings.TrimSpace(rest)
+		}
+	}
+	t.Fatalf("no %q line in:\n%s", key, out)
+	return ""
+}
+
+// jsonByID maps the id of each JSON line of out to the line.
+func jsonByID(t *testing.T, out string) map[string]string {
+	t.Helper()
+	m := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var o struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal([]byte(line), &o); err != nil {
+			t.Fatalf("%v: %s", err, line)
+		}
+		if o.ID != "" {
+			m[o.ID] = line
+		}
+	}
+	return m
+}
+
+// TestRL5_CorruptStatus: jobs, workflows and state read a journal whose
+// damage the journal attributes to one stream. That stream's job and
+// workflow show with status corrupt and the damage, as api.JobCorrupt and
+// api.WorkflowCorrupt do, and --status corrupt selects them; every other
+// job and workflow reads exactly as on the sound journal; show, timers and
+// deadlines of the rest print what they print on the sound journal. Each
+// exits 1 (RL-5, spec/reliability.md §4.4: other streams run).
+func TestRL5_CorruptStatus(t *testing.T) {
+	t.Parallel()
+	sound, fs := fixture(t), damagedFixture(t, damagedSeq)
+	const corrupt = `"corrupt":{"seq":34,"stream":"` + wfNightly + `","reason":"checksum record seq 34: `
+	for _, c := range []struct {
+		args    []string
+		corrupt string // the id that reads as corrupt
+	}{
+		{[]string{"--json", "-d", fixtureDir, "jobs"}, stepSync},
+		{[]string{"--json", "-d", fixtureDir, "workflows"}, wfNightly},
+		{[]string{"--json", "state", fixtureDir}, stepSync},
+		{[]string{"--json", "state", fixtureDir}, wfNightly},
+	} {
+		args := strings.Join(c.args, " ")
+		code, stdout, stderr := run(t, fs, c.args...)
+		if code != qctl.ExitFindings || !strings.Contains(stderr, wfNightly+" from seq 34") {
+			t.Fatalf("qctl %s: exit %d, stderr %q", args, code, stderr)
+		}
+		got := jsonByID(t, stdout)
+		_, soundOut, _ := run(t, sound, c.args...)
+		want := jsonByID(t, soundOut)
+		if line := got[c.corrupt]; !strings.Contains(line, `"status":"corrupt"`) || !strings.Contains(line, corrupt) {
+			t.Errorf("qctl %s: %s reads %s", args, c.corrupt, line)
+		}
+		for id, line := range want {
+			if id != stepSync && id != wfNightly && got[id] != line {
+				t.Errorf("qctl %s: %s reads\n%s\non the damaged journal,\n%s\non the sound one", args, id, got[id], line)
+			}
+		}
+		if len(got) != len(want) {
+			t.Errorf("qctl %s: %d ids on the damaged journal, %d on the sound one", args, len(got), len(want))
+		}
+	}
+	for _, args := range [][]string{
+		{"--json", "-d", fixtureDir, "jobs", "--status", "corrupt"},
+		{"--json", "-d", fixtureDir, "workflows", "--status", "corrupt"},
+	} {
+		code, stdout, _ := run(t, fs, args...)
+		if lines := strings.Split(strings.TrimSpace(stdout), "\n"); code != qctl.ExitFindings || len(lines) != 1 || !strings.Contains(lines[0], corrupt) {
+			t.Errorf("qctl %s: exit %d\n%s", strings.Join(args, " "), code, stdout)
+		}
+	}
+	for _, args := range [][]string{
+		{"-d", fixtureDir, "show", jobRunning},
+		{"-d", fixtureDir, "show", wfApproval},
+		{"-d", fixtureDir, "timers"},
+		{"-d", fixtureDir, "deadlines"},
+	} {
+		code, stdout, stderr := run(t, fs, args...)
+		_, want, _ := run(t, sound, args...)
+		if code != qctl.ExitFindings || stdout != want || !strings.Contains(stderr, "1 stream set aside") {
+			t.Errorf("qctl %s: exit %d, stderr %q\n%s\nwant as on the sound journal:\n%s", strings.Join(args, " "), code, stderr, stdout, want)
+		}
+	}
+
+	// show of the stream set aside: corrupt, its records up to the
+	// damaged one, then the damage.
+	code, stdout, _ := run(t, fs, "-d", fixtureDir, "show", stepSync)
+	for _, want := range []string{
+		"status    corrupt\n",
+		"stuck     corrupt: seq 34 of stream " + wfNightly + " is damaged (checksum record seq 34",
+		"corrupt      -", // its open attempt never settles
+		"\n33   ", "\n34   -                         -    damaged          checksum record seq 34",
+	} {
+		if code != qctl.ExitFindings || !strings.Contains(stdout, want) {
+			t.Errorf("show %s: exit %d, does not say %q:\n%s", stepSync, code, want, stdout)
+		}
+	}
+	if strings.Contains(stdout, "\n35 ") {
+		t.Errorf("show %s lists records past the damage:\n%s", stepSync, stdout)
+	}
+	code, stdout, _ = run(t, fs, "--json", "-d", fixtureDir, "show", wfNightly)
+	if first, _, _ := strings.Cut(stdout, "\n"); code != qctl.ExitFindings || !strings.Contains(first, `"status":"corrupt"`) || !strings.Contains(first, corrupt) ||
+		!strings.Contains(stdout, `{"type":"damaged","seq":34,"stream":"`+wfNightly+`"`) {
+		t.Errorf("show --json %s: exit %d\n%s", wfNightly, code, stdout)
+	}
+
+	// Before the damage nothing is set aside.
+	code, _, stderr := run(t, fs, "state", fixtureDir, "--at", "33")
+	if code != qctl.ExitOK || stderr != "" {
+		t.Errorf("state --at 33: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestRL5_DamagedFirstRecord: a stream whose first record is damaged is
+// set aside with nothing known of it (api.Status still answers corrupt
+// for its id). inspect lists it, and show of its id says it is corrupt
+// rather than that the journal holds no such job (RL-5,
+// spec/reliability.md §4.4).
+func TestRL5_DamagedFirstRecord(t *testing.T) {
+	t.Parallel()
+	fs := damagedFixture(t, 65) // jobRunning's job_enqueued
+	code, stdout, _ := run(t, fs, "inspect", fixtureDir)
+	if code != qctl.ExitFindings || !strings.Contains(stdout, jobRunning+"  65   nothing: no job or workflow had started in it") {
+		t.Fatalf("inspect: exit %d\n%s", code, stdout)
+	}
+	code, stdout, stderr := run(t, fs, "-d", fixtureDir, "show", jobRunning)
+	for _, want := range []string{"stream   " + jobRunning + "\n", "records  0\n", "status   corrupt\n", "\n65   -   -   damaged"} {
+		if code != qctl.ExitFindings || !strings.Contains(stdout, want) {
+			t.Errorf("show: exit %d, does not say %q:\n%s%s", code, want, stdout, stderr)
+		}
+	}
+	if strings.Contains(stderr, "holds no job or workflow") {
+		t.Errorf("show: %s", stderr)
+	}
+}
+
+// TestRL5_UnattributableDamageRefuses: the damage spec/reliability.md
+// §4.4 has the engine's Open refuse, because the order itself is in
+// doubt, makes every command that replays the log refuse the journal
+// (exit 2, naming the seq), while verify reports it (exit 1): damage in
+// the engine's stream, a missing record, a damaged record the s/ index
+// does not name, a sound record it does not name, and a chain broken
+// between two records that each pass their checks (RL-5).
+func TestRL5_UnattributableDamageRefuses(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		seq  uint64
+		edit func(t *testing.T, db *pebble.DB)
+	}{
+		{"engine stream", 40, func(t *testing.T, db *pebble.DB) { flipRecord(t, db, 40) }}, // debug
+		{"missing record", damagedSeq, func(t *testing.T, db *pebble.DB) {
+			if err := db.Delete(record.LogKey(damagedSeq), pebble.Sync); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"damaged record without s/ entry", damagedSeq, func(t *testing.T, db *pebble.DB) {
+			flipRecord(t, db, damagedSeq)
+			if err := db.Delete(streamKey(wfNightly, damagedSeq), pebble.Sync); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"sound record without s/ entry", damagedSeq, func(t *testing.T, db *pebble.DB) {
+			if err := db.Delete(streamKey(wfNightly, damagedSeq), pebble.Sync); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"chain break between sound records", damagedSeq, func(t *testing.T, db *pebble.DB) {
+			reseal(t, db, damagedSeq, func(e *record.Envelope) { e.PrevSum ^= 1 })
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			fs := fixture(t)
+			editStore(t, fs, fixtureDir, func(db *pebble.DB) { c.edit(t, db) })
+			says := fmt.Sprintf("db is corrupt: journal: corrupt at seq %d", c.seq)
+			for _, args := range [][]string{
+				{"inspect", fixtureDir}, {"--json", "inspect", fixtureDir}, {"state", fixtureDir},
+				{"-d", fixtureDir, "jobs"}, {"-d", fixtureDir, "workflows"}, {"-d", fixtureDir, "timers"},
+				{"-d", fixtureDir, "deadlines"}, {"-d", fixtureDir, "show", jobRunning},
+			} {
+				wantExit(t, fs, qctl.ExitUsage, says, args...)
+			}
+			code, probs, ok := verifyJSON(t, fs)
+			if code != qctl.ExitFindings || ok || len(probs) == 0 {
+				t.Fatalf("verify: exit %d, ok %v, problems %+v", code, ok, probs)
+			}
+		})
+	}
+}
+
+// TestRL5_VerifyNamesQuarantinedDamage: damage the other commands read
+// past is still a problem verify names, with its seq and stream, and
+// exits 1 on (RL-5: qctl verify exits non-zero on any of it).
+func TestRL5_VerifyNamesQuarantinedDamage(t *testing.T) {
+	t.Parallel()
+	fs := damagedFixture(t, damagedSeq)
+	code, probs, ok := verifyJSON(t, fs)
+	if code != qctl.ExitFindings || ok {
+		t.Fatalf("verify: exit %d, ok %v", code, ok)
+	}
+	wantProblem(t, probs, "records", damagedSeq, wfNightly)
+}
