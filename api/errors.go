@@ -29,6 +29,13 @@ var (
 	// ErrState refuses an operation the target's status does not allow,
 	// such as burying a processing job.
 	ErrState = errors.New("quire: operation not allowed in this state")
+	// ErrInvalidName refuses a name that breaks its rule (empty, or over
+	// [NameBytesMax] bytes; an id over 127 bytes): a handler's, queue's,
+	// workflow's, step's, signal's or resource's name. The error is a
+	// [*NameError] (or an [*OptionError] for an option's value) naming it.
+	// A malformed id given to a status or control call matches
+	// [ErrNotFound] instead: no job or workflow has it.
+	ErrInvalidName = errors.New("quire: invalid name")
 	// ErrDuplicate refuses a second registration under one name.
 	ErrDuplicate = errors.New("quire: already registered")
 	// ErrFollowUpLimit refuses a follow-up job ([Delivery.Enqueue]) past

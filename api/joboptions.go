@@ -80,7 +80,7 @@ func (o *jobOptions) fail(err error) {
 func OnQueue(q string) JobOption {
 	return func(o *jobOptions) {
 		if err := validateName(q); err != nil {
-			o.fail(&OptionError{Field: "OnQueue", Value: q, Reason: err.Error()})
+			o.fail(&OptionError{Field: "OnQueue", Value: q, Reason: err.Error(), Err: err})
 			return
 		}
 		o.queue = &q

@@ -110,6 +110,22 @@ func TestJB1_BadInputAppendsNothing(t *testing.T) {
 			func(err error) bool { var oe *api.OptionError; return errors.As(err, &oe) && oe.Field == "OnQueue" }},
 		{"cancelled context", func() error { _, err := b.eng.Enqueue(cancelled, "work", msg{}); return err },
 			func(err error) bool { return errors.Is(err, context.Canceled) }},
+		// Names that break their rule match ErrInvalidName, whichever call
+		// refuses them.
+		{"empty handler name", func() error { return api.Handle(b.eng, "", okHandler(nil)) },
+			func(err error) bool {
+				var ne *api.NameError
+				return errors.As(err, &ne) && errors.Is(err, api.ErrInvalidName)
+			}},
+		{"handler name over NameBytesMax", func() error {
+			return api.Handle(b.eng, strings.Repeat("h", api.NameBytesMax+1), okHandler(nil))
+		}, func(err error) bool { return errors.Is(err, api.ErrInvalidName) }},
+		{"empty queue to pause", func() error { return b.eng.PauseQueue(b.ctx, "") },
+			func(err error) bool { return errors.Is(err, api.ErrInvalidName) }},
+		{"empty queue option", func() error { _, err := b.eng.Enqueue(b.ctx, "work", msg{}, api.OnQueue("")); return err },
+			func(err error) bool {
+				return errors.Is(err, api.ErrInvalidName) && errors.Is(err, api.ErrInvalidOption)
+			}},
 	}
 	for _, c := range cases {
 		err := c.call()

@@ -413,7 +413,7 @@ func (o Options) validate() error {
 	seen := make(map[string]int, len(o.Queues))
 	for i, q := range o.Queues {
 		if err := validateName(q); err != nil {
-			return &OptionError{Field: fmt.Sprintf("Options.Queues[%d]", i), Value: q, Reason: err.Error()}
+			return &OptionError{Field: fmt.Sprintf("Options.Queues[%d]", i), Value: q, Reason: err.Error(), Err: err}
 		}
 		if j, dup := seen[q]; dup {
 			return &OptionError{Field: fmt.Sprintf("Options.Queues[%d]", i), Value: q,
@@ -479,23 +479,31 @@ const NameBytesMax = 100
 
 func validateName(s string) error {
 	if s == "" {
-		return errors.New("must not be empty")
+		return nameRuleError("must not be empty")
 	}
 	if len(s) > NameBytesMax {
-		return fmt.Errorf("is %d bytes, limit %d", len(s), NameBytesMax)
+		return nameRuleError(fmt.Sprintf("is %d bytes, limit %d", len(s), NameBytesMax))
 	}
 	return nil
 }
+
+// nameRuleError is a name or id that breaks its rule. It matches
+// [ErrInvalidName], and reads as the rule alone, since the error that
+// carries it names the name ([NameError], [OptionError]).
+type nameRuleError string
+
+func (e nameRuleError) Error() string        { return string(e) }
+func (e nameRuleError) Is(target error) bool { return target == ErrInvalidName }
 
 // validateID checks an id a caller names, such as a workflow id, against
 // the journal's rule for stream and index ids (record.ValidateStream): 1
 // to record.StreamIDBytesMax bytes.
 func validateID(s string) error {
 	if s == "" {
-		return errors.New("must not be empty")
+		return nameRuleError("must not be empty")
 	}
 	if len(s) > record.StreamIDBytesMax {
-		return fmt.Errorf("is %d bytes, limit %d", len(s), record.StreamIDBytesMax)
+		return nameRuleError(fmt.Sprintf("is %d bytes, limit %d", len(s), record.StreamIDBytesMax))
 	}
 	return nil
 }
