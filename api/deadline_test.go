@@ -1561,3 +1561,38 @@ func TestWF10_WaitingForItselfFails(t *testing.T) {
 	}
 	b.checkReplay()
 }
+
+// WF-10: two workflows that each wait for the other (All) can never see
+// the other finish: the second to enter its wait finds the cycle, fails
+// naming it, and its failure fails the first, instead of both waiting
+// forever.
+func TestWF10_ACycleOfWaitsFails(t *testing.T) {
+	b := setup(t, nil)
+	var mu sync.Mutex
+	peer := map[string]string{}
+	wfRegister(t, b.eng, api.NewWorkflow("pair").
+		Then("pick", func(_ context.Context, d *api.Delivery, _ api.State) (api.State, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return api.State{"ids": []any{peer[d.WorkflowID()]}}, nil
+		}).
+		WaitForWorkflowsIn(api.All(), "ids"))
+	a := wfDispatch(b, "pair", api.State{})
+	c := wfDispatch(b, "pair", api.State{})
+	mu.Lock()
+	peer[a], peer[c] = c, a
+	mu.Unlock()
+	b.start()
+	b.idle()
+	cycles := 0
+	for _, id := range []string{a, c} {
+		info := wfWant(b, id, api.WorkflowFailed)
+		if strings.Contains(info.Error, "it waits for this workflow") {
+			cycles++
+		}
+	}
+	if cycles != 1 {
+		t.Fatalf("WF-10: %d of the two failures name the cycle, want the second to enter its wait", cycles)
+	}
+	b.checkReplay()
+}

@@ -715,6 +715,36 @@ func (m *Machine) childFinished(d *Decision, now time.Time, p *replay.Workflow, 
 	}
 }
 
+// waitCycleNodesMax bounds the workflows waitsOn visits: past it, a cycle
+// is not looked for further and the waits stay as they are.
+const waitCycleNodesMax = 4096
+
+// waitsOn reports whether x cannot finish before workflow id does: x
+// waits for id with an All wait, directly or through workflows that each
+// wait for the next with an All wait. An Any or Quorum wait could be met
+// by other workflows, so the search does not go through one.
+func (m *Machine) waitsOn(x *replay.Workflow, id string) bool {
+	seen := map[string]bool{x.ID: true}
+	stack := []*replay.Workflow{x}
+	for len(stack) > 0 && len(seen) <= waitCycleNodesMax {
+		y := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if y.Status != replay.WorkflowWaitingWorkflows || y.Wait == nil || y.Wait.Mode != ModeAll {
+			continue
+		}
+		for _, dep := range y.Wait.Workflows {
+			if dep == id {
+				return true
+			}
+			if z := m.st.Workflows[dep]; z != nil && !seen[dep] {
+				seen[dep] = true
+				stack = append(stack, z)
+			}
+		}
+	}
+	return false
+}
+
 // failStep fails w because its current step ended in failure at now: a
 // child failed or was cancelled, a wait became impossible. At or after
 // deadline_at the workflow fails by its deadline instead, with its
@@ -906,6 +936,13 @@ func (m *Machine) settleWorkflowsWait(d *Decision, now time.Time, w *replay.Work
 			failed++
 			if failedID == "" {
 				failedID = id + " (the workflow itself)"
+			}
+		case ds.live != nil && m.waitsOn(ds.live, w.ID):
+			// Nor can it see one finish that waits for it, through
+			// every one of its dependencies: a cycle of waits.
+			failed++
+			if failedID == "" {
+				failedID = id + " (it waits for this workflow)"
 			}
 		case !ds.known:
 			failed++
