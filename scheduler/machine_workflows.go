@@ -724,6 +724,9 @@ const waitCycleNodesMax = 4096
 // wait for the next with an All wait. An Any or Quorum wait could be met
 // by other workflows, so the search does not go through one.
 func (m *Machine) waitsOn(x *replay.Workflow, id string) bool {
+	if x.Status != replay.WorkflowWaitingWorkflows {
+		return false // the common case, a dependency under way: no search
+	}
 	seen := map[string]bool{x.ID: true}
 	stack := []*replay.Workflow{x}
 	for len(stack) > 0 && len(seen) <= waitCycleNodesMax {
