@@ -117,14 +117,14 @@ func (w *World) Take(ctx context.Context, key string, d time.Duration, mode Mode
 	}
 	s := w.cur.Load()
 	if s == nil {
-		w.fail("Take(%q) called while no step runs: Take is for handlers, guards, middleware and hooks, which the engine runs during "+
+		w.misuse("Take(%q) called while no step runs: Take is for handlers, guards, middleware and hooks, which the engine runs during "+
 			"a step; the scenario moves time with Advance", key)
-		return fmt.Errorf("sim: Take(%q) called while no step runs", key)
+		return w.Err()
 	}
 	start := w.clk.Now()
 	if d < 0 {
-		w.failAt(s.n, "Take(%q) with a negative duration %v (during step %d, %q)", key, d, s.n, s.what)
-		return fmt.Errorf("sim: Take(%q) with a negative duration %v", key, d)
+		w.misuseAt(s.n, "Take(%q) with a negative duration %v (during step %d, %q)", key, d, s.n, s.what)
+		return w.Err()
 	}
 	if d == 0 {
 		return nil

@@ -35,7 +35,7 @@ func (w *World) crashImage(pct int) *vfs.MemFS {
 	synced := w.fs.CrashClone(vfs.CrashCloneCfg{})
 	out := vfs.NewCrashableMem()
 	if err := w.merge(out, full, synced, "", pct); err != nil {
-		w.fail("build crash image: %v", err)
+		w.fail("build crash image: %w", err)
 		return synced
 	}
 	return out

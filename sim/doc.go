@@ -169,6 +169,17 @@
 // does not change and that the journaled report is the returned one
 // (SD-21, SD-26, SD-33); [World.LastShutdown] keeps it.
 //
+// # Failures
+//
+// A world keeps its first failure, which [World.Err] returns (and [WithT]
+// reports to the test); every step after it does nothing. Its message
+// names the seed, the step and the instant. It wraps [ErrViolation] when
+// the engine broke a guarantee, [ErrMisuse] when the scenario or a handler
+// used the world wrongly (a step from a handler or after [World.Finish], a
+// negative duration),
+// and the engine's own error when it reports one, so errors.Is(w.Err(),
+// api.ErrUnknownHandler) holds for an enqueue of an unknown handler.
+//
 // # Reproduction
 //
 // With [WithT], a world logs its seed, and a failure, the world's own (an

@@ -73,11 +73,11 @@ func (w *World) DiskFault(handler string, payload any) {
 		_, err := w.eng.Enqueue(w.ctx, handler, payload)
 		w.inj.wal.Off()
 		if err == nil {
-			w.fail("RL-2: an enqueue was acknowledged although its WAL commit failed")
+			w.violation("RL-2: an enqueue was acknowledged although its WAL commit failed")
 			return
 		}
 		if s := w.eng.Snapshot(); s.Live || s.Ready || s.Lifecycle != api.Failed {
-			w.fail("SD-34: after a failed WAL commit the engine is %s (live %t, ready %t), want failed and neither", s.Lifecycle, s.Live, s.Ready)
+			w.violation("SD-34: after a failed WAL commit the engine is %s (live %t, ready %t), want failed and neither", s.Lifecycle, s.Live, s.Ready)
 		}
 		w.crashN++
 		w.kill() // fail-stopped: errors ignored

@@ -2,6 +2,7 @@ package sim_test
 
 import (
 	"context"
+	"errors"
 	"math"
 	"strings"
 	"testing"
@@ -74,6 +75,9 @@ func expectCaught(t *testing.T, planted *bool, want string) {
 	}
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("the oracle missed the planted bug: err = %v, want %q", err, want)
+	}
+	if !errors.Is(err, sim.ErrViolation) {
+		t.Fatalf("errors.Is(%q, sim.ErrViolation) is false", err)
 	}
 	t.Logf("caught: %v", err)
 }
@@ -187,6 +191,9 @@ func expectCaughtDelayed(t *testing.T, planted *bool, want string) {
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("the oracle missed the planted bug: err = %v, want %q", err, want)
 	}
+	if !errors.Is(err, sim.ErrViolation) {
+		t.Fatalf("errors.Is(%q, sim.ErrViolation) is false", err)
+	}
 	t.Logf("caught: %v", err)
 }
 
@@ -266,6 +273,9 @@ func TestPlantedBug_MemoryKeepsFinishedWork(t *testing.T) {
 	err := w.Finish()
 	if err == nil || !strings.Contains(err.Error(), "memory holds job "+id+", which the journal finished") {
 		t.Fatalf("the oracle missed the planted bug: err = %v", err)
+	}
+	if !errors.Is(err, sim.ErrViolation) {
+		t.Fatalf("errors.Is(%q, sim.ErrViolation) is false", err)
 	}
 	t.Logf("caught: %v", err)
 }

@@ -67,7 +67,7 @@ func (w *World) BeginShutdown() {
 	}
 	w.step("shutdown begin", func() {
 		if w.shut != nil {
-			w.fail("BeginShutdown: a shutdown is already in progress")
+			w.misuse("BeginShutdown: a shutdown is already in progress")
 			return
 		}
 		w.beginShutdown()
@@ -94,11 +94,11 @@ func (w *World) Force() {
 	}
 	w.step("shutdown force", func() {
 		if w.shut == nil {
-			w.fail("Force: no shutdown in progress")
+			w.misuse("Force: no shutdown in progress")
 			return
 		}
 		if err := w.shut.eng.Force(); err != nil {
-			w.fail("force: %v", err)
+			w.fail("force: %w", err)
 		}
 	})
 }
@@ -123,7 +123,7 @@ func (w *World) ForceShutdown() error {
 	if w.shut != nil {
 		w.step("shutdown force", func() {
 			if err := w.shut.eng.Force(); err != nil {
-				w.fail("force: %v", err)
+				w.fail("force: %w", err)
 			}
 		})
 	}
@@ -150,7 +150,7 @@ func (w *World) Shutdown() error {
 	err := w.shutdownErr()
 	var se *shutdown.Error
 	if err != nil && !errors.As(err, &se) {
-		w.fail("shutdown: %v", err)
+		w.fail("shutdown: %w", err)
 	}
 	return err
 }
@@ -165,7 +165,7 @@ func (w *World) Restart() {
 		return
 	}
 	if err := w.Shutdown(); err != nil {
-		w.fail("restart: shutdown: %v", err)
+		w.fail("restart: shutdown: %w", err)
 	}
 	w.step("restart", func() {})
 }
@@ -208,16 +208,16 @@ func (w *World) endShutdown(err error) {
 	w.shut = nil
 	rep := eng.ShutdownReport()
 	if rep == nil {
-		w.fail("SD-26: shutdown returned (%v) without a published report", err)
+		w.violation("SD-26: shutdown returned (%v) without a published report", err)
 		return
 	}
 	again := eng.Shutdown(w.ctx)
 	if fmt.Sprint(again) != fmt.Sprint(err) {
-		w.fail("SD-21: a second Shutdown returned %v, the first %v", again, err)
+		w.violation("SD-21: a second Shutdown returned %v, the first %v", again, err)
 		return
 	}
 	if rep2 := eng.ShutdownReport(); !reflect.DeepEqual(rep, rep2) {
-		w.fail("SD-26: the published report changed: %+v, then %+v", *rep, *rep2)
+		w.violation("SD-26: the published report changed: %+v, then %+v", *rep, *rep2)
 		return
 	}
 	eng.Close(w.ctx)
@@ -229,10 +229,10 @@ func (w *World) endShutdown(err error) {
 	w.last = &ShutdownResult{Err: err, Report: *rep}
 	w.orc.stopped()
 	if !w.orc.audit(w.fs, w.clk.Now()) {
-		w.fail("after the shutdown: %s", w.orc.first())
+		w.violation("after the shutdown: %s", w.orc.first())
 		return
 	}
 	if !w.orc.checkReport(rep) {
-		w.fail("after the shutdown: %s", w.orc.first())
+		w.violation("after the shutdown: %s", w.orc.first())
 	}
 }

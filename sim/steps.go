@@ -26,7 +26,7 @@ func (w *World) Enqueue(handler string, payload any, opts ...api.JobOption) stri
 		var err error
 		id, err = w.eng.Enqueue(w.ctx, handler, payload, opts...)
 		if err != nil {
-			w.fail("enqueue %s: %v", handler, err)
+			w.fail("enqueue %s: %w", handler, err)
 			return
 		}
 		w.orc.ackJob(id)
@@ -49,7 +49,7 @@ func (w *World) Dispatch(name string, state api.State, opts ...api.DispatchOptio
 		var err error
 		id, err = w.eng.Dispatch(w.ctx, name, state, opts...)
 		if err != nil {
-			w.fail("dispatch %s: %v", name, err)
+			w.fail("dispatch %s: %w", name, err)
 			return
 		}
 		w.orc.ackWorkflow(id)
@@ -107,7 +107,7 @@ func (w *World) Job(id string) api.Job {
 	}
 	j, err := w.eng.Status(w.ctx, id)
 	if err != nil {
-		w.fail("status %s: %v", id, err)
+		w.fail("status %s: %w", id, err)
 	}
 	return j
 }
@@ -127,7 +127,7 @@ func (w *World) Workflow(id string) api.WorkflowInfo {
 	}
 	info, err := w.eng.Workflow(w.ctx, id)
 	if err != nil {
-		w.fail("workflow %s: %v", id, err)
+		w.fail("workflow %s: %w", id, err)
 	}
 	return info
 }
@@ -174,7 +174,7 @@ func (w *World) Advance(d time.Duration) {
 		return
 	}
 	if d < 0 {
-		w.fail("advance by %v: negative", d)
+		w.misuse("advance by %v: negative", d)
 		return
 	}
 	w.AdvanceTo(w.clk.Now().Add(d))
@@ -233,7 +233,7 @@ func (w *World) Jump(d time.Duration) {
 		return
 	}
 	if d < 0 {
-		w.fail("jump by %v: negative (JumpBack sets the clock back)", d)
+		w.misuse("jump by %v: negative (JumpBack sets the clock back)", d)
 		return
 	}
 	w.step(fmt.Sprintf("jump +%s", d), func() { w.clk.Advance(d) })
@@ -250,7 +250,7 @@ func (w *World) JumpBack(d time.Duration) {
 		return
 	}
 	if d < 0 {
-		w.fail("jump back by %v: negative (Jump moves the clock forward)", d)
+		w.misuse("jump back by %v: negative (Jump moves the clock forward)", d)
 		return
 	}
 	w.step(fmt.Sprintf("jump -%s", d), func() { w.clk.Set(w.clk.Now().Add(-d)) })
@@ -300,7 +300,7 @@ func (w *World) CrashWith(pct int) {
 		return
 	}
 	if pct < 0 || pct > 100 {
-		w.fail("crash with %d%% of the unsynced data kept: the share must be in 0..100", pct)
+		w.misuse("crash with %d%% of the unsynced data kept: the share must be in 0..100", pct)
 		return
 	}
 	w.step(fmt.Sprintf("crash %d%%", pct), func() {
@@ -348,7 +348,7 @@ func (w *World) Finish() error {
 	w.closeEngine() // a failed world's, which no shutdown ended
 	if !w.Failed() {
 		if !w.orc.audit(w.fs, w.clk.Now()) {
-			w.fail("final audit: %s", w.orc.first())
+			w.violation("final audit: %s", w.orc.first())
 		}
 	}
 	w.done.Store(true)

@@ -333,7 +333,7 @@ func (w *World) Register(f func(e *api.Engine) error) {
 	w.cfg.setup = append(w.cfg.setup, f)
 	if w.eng != nil {
 		if err := f(w.eng); err != nil {
-			w.fail("register: %v", err)
+			w.fail("register: %w", err)
 		}
 	}
 }
@@ -350,26 +350,59 @@ func (w *World) Fails(key string, attempt, pct int) bool {
 
 // fail records the world's first failure, at the step in progress (or
 // the next one), and reports it. It must be called on the scenario's
-// goroutine: with [WithT] it ends it (Fatalf).
+// goroutine: with [WithT] it ends it (Fatalf). format may wrap errors
+// with %w; [World.Err] unwraps to them.
 func (w *World) fail(format string, args ...any) {
 	if tb := w.cfg.tb; tb != nil {
 		tb.Helper()
 	}
-	w.failAt(len(w.steps), format, args...)
+	w.failKind(len(w.steps), nil, format, args...)
+	w.raise()
+}
+
+// misuse is [World.fail] for a failure of kind [ErrMisuse].
+func (w *World) misuse(format string, args ...any) {
+	if tb := w.cfg.tb; tb != nil {
+		tb.Helper()
+	}
+	w.failKind(len(w.steps), ErrMisuse, format, args...)
+	w.raise()
+}
+
+// violation is [World.fail] for a failure of kind [ErrViolation].
+func (w *World) violation(format string, args ...any) {
+	if tb := w.cfg.tb; tb != nil {
+		tb.Helper()
+	}
+	w.failKind(len(w.steps), ErrViolation, format, args...)
 	w.raise()
 }
 
 // failAt records the world's first failure at step n without reporting
 // it. It is safe to call from any goroutine: a handler that misuses the
-// world records its failure here, and the step it happened in reports it
-// on the scenario's goroutine ([World.raise]).
-func (w *World) failAt(n int, format string, args ...any) {
+// world records its failure here (misuseAt), and the step it happened in
+// reports it on the scenario's goroutine ([World.raise]).
+func (w *World) failAt(n int, format string, args ...any) { w.failKind(n, nil, format, args...) }
+
+// misuseAt is [World.failAt] for a failure of kind [ErrMisuse].
+func (w *World) misuseAt(n int, format string, args ...any) {
+	w.failKind(n, ErrMisuse, format, args...)
+}
+
+// failKind records the world's first failure, of kind (nil, [ErrMisuse]
+// or [ErrViolation]), at step n.
+func (w *World) failKind(n int, kind error, format string, args ...any) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.err != nil {
 		return
 	}
-	w.err = fmt.Errorf("sim seed 0x%x, step %d (%s): %s", w.seed, n, w.Now().Sub(T0), fmt.Sprintf(format, args...))
+	cause := fmt.Errorf(format, args...)
+	w.err = &failure{
+		msg:   fmt.Sprintf("sim seed 0x%x, step %d (%s): %s", w.seed, n, w.Now().Sub(T0), cause),
+		kind:  kind,
+		cause: cause,
+	}
 	w.errN = n
 	w.failed.Store(true)
 }
@@ -401,13 +434,13 @@ func (w *World) enter(op string) bool {
 		tb.Helper()
 	}
 	if s := w.cur.Load(); s != nil {
-		w.failAt(s.n, "%s called during step %d (%q): World steps and engine accessors must be called from the scenario's goroutine, "+
+		w.misuseAt(s.n, "%s called during step %d (%q): World steps and engine accessors must be called from the scenario's goroutine, "+
 			"between steps, never from a handler, guard, middleware or hook (enqueue follow-up work through the engine or the Delivery; "+
 			"take simulated time with World.Take)", op, s.n, s.what)
 		return false
 	}
 	if w.done.Load() {
-		w.fail("%s after Finish: the world is finished and its engine shut down; steps and engine accessors are refused", op)
+		w.misuse("%s after Finish: the world is finished and its engine shut down; steps and engine accessors are refused", op)
 		return false
 	}
 	if w.failed.Load() {
@@ -525,7 +558,7 @@ func (w *World) open() {
 		testHookBeforeReopen(w.fs)
 	}
 	if !w.orc.audit(w.fs, w.clk.Now()) {
-		w.fail("%s", w.orc.first())
+		w.violation("%s", w.orc.first())
 		return
 	}
 	w.epoch++ // every instance draws fresh entropy: ids never repeat
@@ -533,18 +566,18 @@ func (w *World) open() {
 	w.orc.setEpoch(w.epoch)
 	eng, err := api.Open(w.ctx, w.options())
 	if err != nil {
-		w.fail("open (epoch %d): %v", w.epoch, err)
+		w.fail("open (epoch %d): %w", w.epoch, err)
 		return
 	}
 	w.eng = eng
 	for _, f := range w.cfg.setup {
 		if err := f(eng); err != nil {
-			w.fail("setup: %v", err)
+			w.fail("setup: %w", err)
 			return
 		}
 	}
 	if err := eng.Start(w.ctx); err != nil {
-		w.fail("start: %v", err)
+		w.fail("start: %w", err)
 		return
 	}
 	w.idle()
@@ -630,7 +663,7 @@ func (w *World) waitIdle() bool {
 	select {
 	case err := <-done:
 		if err != nil {
-			w.fail("wait idle: %v", err)
+			w.fail("wait idle: %w", err)
 			return false
 		}
 	case <-w.act.parks:
@@ -661,7 +694,7 @@ func (w *World) check(what string) {
 	if w.eng != nil {
 		dig, ok := w.orc.observe(w.ctx, w.eng, w.clk.Now())
 		if !ok {
-			w.fail("after %s: %s", what, w.orc.first())
+			w.violation("after %s: %s", what, w.orc.first())
 			return
 		}
 		w.lastDig = dig
@@ -676,7 +709,7 @@ func (w *World) check(what string) {
 	for _, r := range recs[w.mixed:] {
 		var err error
 		if body, err = record.AppendBody(body[:0], r.Body); err != nil {
-			w.fail("after %s: encode record seq %d (%s) for the trace: %v", what, r.Seq, r.Kind(), err)
+			w.fail("after %s: encode record seq %d (%s) for the trace: %w", what, r.Seq, r.Kind(), err)
 			return
 		}
 		fmt.Fprintf(h, "|%d/%d/%s/%d/", r.Seq, r.At, r.Stream, r.Kind())

@@ -1,0 +1,95 @@
+package sim_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quire-dev/quire/api"
+	"github.com/quire-dev/quire/sim"
+)
+
+// wantMisuse fails t unless err is a misuse of the world whose message
+// says want.
+func wantMisuse(t *testing.T, err error, want string) {
+	t.Helper()
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v, want a failure saying %q", err, want)
+	}
+	if !errors.Is(err, sim.ErrMisuse) {
+		t.Fatalf("errors.Is(%q, sim.ErrMisuse) is false", err)
+	}
+}
+
+// TestErrSaysItsKind checks that World.Err tells a misuse of the world
+// from a broken guarantee of the engine (the planted bugs check
+// ErrViolation) through errors.Is, with the message as it was.
+func TestErrSaysItsKind(t *testing.T) {
+	for name, misuse := range map[string]func(w *sim.World){
+		"negative advance":  func(w *sim.World) { w.Advance(-time.Second) },
+		"crash share":       func(w *sim.World) { w.CrashWith(101) },
+		"step after finish": func(w *sim.World) { w.Finish(); w.Advance(time.Second) },
+		"take from the scenario": func(w *sim.World) {
+			if err := w.Take(context.Background(), "k", time.Second, sim.Ignore); err != w.Err() {
+				t.Errorf("Take returned %v, the world failed with %v", err, w.Err())
+			}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			w := sim.New(1)
+			misuse(w)
+			wantMisuse(t, w.Err(), "sim seed 0x1, step ")
+			if errors.Is(w.Err(), sim.ErrViolation) {
+				t.Fatalf("the misuse %q is a violation too", w.Err())
+			}
+			w.Finish()
+		})
+	}
+}
+
+// TestErrWrapsTheEngineError checks that World.Err wraps the engine's
+// error, so that errors.Is finds it, with the message as it was.
+func TestErrWrapsTheEngineError(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		target error
+		want   string
+		run    func(w *sim.World)
+		opts   []sim.Option
+	}{
+		{"unknown handler", api.ErrUnknownHandler, `sim seed 0x1, step 1 (0s): enqueue nope: quire: handler "nope"`,
+			func(w *sim.World) { w.Enqueue("nope", msg{}) }, nil},
+		{"unknown job", api.ErrNotFound, `sim seed 0x1, step 1 (0s): status job_nope: `,
+			func(w *sim.World) { w.Job("job_nope") }, nil},
+		{"invalid option", api.ErrInvalidOption, "sim seed 0x1, step 0 (0s): open (epoch 1): ",
+			func(w *sim.World) { w.Advance(time.Second) },
+			[]sim.Option{sim.EngineOptions(func(o *api.Options) { o.Workers = -3 })}},
+		{"already registered", api.ErrDuplicate, "sim seed 0x1, step 2 (1s): register: quire: handler \"h\"",
+			func(w *sim.World) {
+				reg := func(e *api.Engine) error {
+					return api.Handle(e, "h", func(context.Context, *api.Delivery, msg) error { return nil })
+				}
+				w.Register(reg)
+				w.Advance(time.Second)
+				w.Register(reg)
+			}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := sim.New(1, c.opts...)
+			c.run(w)
+			err := w.Err()
+			if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+				t.Fatalf("err = %v, want it to begin %q", err, c.want)
+			}
+			if !errors.Is(err, c.target) {
+				t.Fatalf("errors.Is(%q, %v) is false", err, c.target)
+			}
+			if errors.Is(err, sim.ErrMisuse) || errors.Is(err, sim.ErrViolation) {
+				t.Fatalf("the engine's refusal %q is classed as sim's own failure", err)
+			}
+			w.Finish()
+		})
+	}
+}
