@@ -2,7 +2,6 @@ package sim
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"runtime"
 	"slices"
@@ -71,9 +70,13 @@ type actors struct {
 	mu     sync.Mutex
 	epoch  int
 	parked map[string]*actor
-	parks  chan struct{} // receives (without blocking) whenever work parks
-	done   []Work
-	used   atomic.Bool // some work was ever parked
+	// refused holds the Take calls refused for a key already parked:
+	// they never return, and end as parked work does when their
+	// instance ends.
+	refused []*actor
+	parks   chan struct{} // receives (without blocking) whenever work parks
+	done    []Work
+	used    atomic.Bool // some work was ever parked
 }
 
 func newActors() *actors {
@@ -90,7 +93,15 @@ func newActors() *actors {
 //
 // key names the work in the trace and orders wake-ups at one instant: it
 // must be unique among works parked at the same time and derived from the
-// seed, e.g. the job id and attempt ("job/attempt"), never a pointer.
+// seed, e.g. the job id and attempt ("job/attempt"), never a pointer: an
+// attempt the engine abandoned (DL-26) may still be parked with [Ignore]
+// when the next attempt of its job runs. A key already parked fails the
+// world at the step the call ran in, and the call never returns: it
+// blocks until its instance ends, then its goroutine exits as a parked
+// work's does at a crash, so the handler settles with no outcome the
+// world did not decide (no panic, which the engine would bury the job
+// with, or which would end the test binary on a handler's own
+// goroutine).
 //
 // The world moves its clock to the end of every parked work, so each one
 // ends at its own instant; the engine is quiescent (see "Step mode" in the
@@ -138,11 +149,15 @@ func (w *World) Take(ctx context.Context, key string, d time.Duration, mode Mode
 	w.act.mu.Lock()
 	a.epoch = w.act.epoch
 	if _, dup := w.act.parked[key]; dup {
+		w.act.refused = append(w.act.refused, a)
 		w.act.mu.Unlock()
-		panic(fmt.Sprintf("sim: Take: work %q is already parked; keys must be unique", key))
+		w.misuseAt(s.n, "Take(%q) during step %d (%q): a work with this key is already parked; keys must be unique "+
+			"among the works parked at one time (e.g. the job id and attempt, as an abandoned attempt may still be parked "+
+			"when the next one runs); the call never returns", key, s.n, s.what)
+	} else {
+		w.act.parked[key] = a
+		w.act.mu.Unlock()
 	}
-	w.act.parked[key] = a
-	w.act.mu.Unlock()
 	select {
 	case w.act.parks <- struct{}{}:
 	default:
@@ -236,6 +251,16 @@ func (t *actors) kill(epoch int, now time.Time) int {
 		a.wake <- wakeKilled
 		n++
 	}
+	kept := t.refused[:0]
+	for _, a := range t.refused {
+		if epoch >= 0 && a.epoch != epoch {
+			kept = append(kept, a)
+			continue
+		}
+		a.wake <- wakeKilled
+	}
+	clear(t.refused[len(kept):])
+	t.refused = kept
 	return n
 }
 

@@ -18,8 +18,8 @@ var (
 	ErrViolation = errors.New("sim: the engine broke a guarantee")
 	// ErrMisuse marks a failure in which the scenario or a handler used
 	// the world as it must not be used: a step from a handler, a step
-	// after [World.Finish], [World.Take] from the scenario, a negative
-	// duration, a crash share outside 0..100.
+	// after [World.Finish], [World.Take] from the scenario or twice
+	// under one key, a negative duration, a crash share outside 0..100.
 	ErrMisuse = errors.New("sim: misuse of the world")
 )
 

@@ -3,11 +3,13 @@ package sim_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/quire-dev/quire/api"
+	"github.com/quire-dev/quire/journal/record"
 	"github.com/quire-dev/quire/sim"
 )
 
@@ -20,6 +22,36 @@ func wantMisuse(t *testing.T, err error, want string) {
 	}
 	if !errors.Is(err, sim.ErrMisuse) {
 		t.Fatalf("errors.Is(%q, sim.ErrMisuse) is false", err)
+	}
+}
+
+// TestTakeDuplicateKeyAcrossAttempts keys a handler's Take by job id
+// alone: the attempt the engine abandons at its 5 s delivery timeout
+// (Ignore) is still parked when the retry takes the same key. That used
+// to panic inside the handler, which the engine recovered and buried the
+// job with HANDLER_PANICKED while w.Err() stayed nil; now it fails the
+// world naming the key, and the job is not buried.
+func TestTakeDuplicateKeyAcrossAttempts(t *testing.T) {
+	w := sim.New(1)
+	w.Register(func(e *api.Engine) error {
+		return api.Handle(e, "ign", func(ctx context.Context, d *api.Delivery, in msg) error {
+			return w.Take(ctx, d.JobID(), time.Hour, sim.Ignore)
+		}, api.DeliveryTimeout(5*time.Second), api.MaxAttempts(3))
+	})
+	id := w.Enqueue("ign", msg{N: 1})
+	w.Advance(time.Minute)
+	err := w.Err()
+	wantMisuse(t, err, fmt.Sprintf("Take(%q)", id))
+	if !strings.Contains(err.Error(), "already parked") {
+		t.Fatalf("err = %v, want the key named as already parked", err)
+	}
+	if f := w.Finish(); f != err {
+		t.Fatalf("Finish = %v, want the world's failure %v", f, err)
+	}
+	for _, r := range w.Records() {
+		if b, ok := r.Body.(*record.AttemptBuried); ok {
+			t.Fatalf("job %s buried (%+v): the refused Take became an outcome of the handler", b.JobID, b)
+		}
 	}
 }
 

@@ -71,6 +71,21 @@ var misuseScenarios = map[string]func(w *sim.World){
 		w.Finish()
 		w.Enqueue("a", msg{N: 2})
 	},
+	// A handler parks two works under one key, one of them on a
+	// goroutine of its own, where a panic would end the test binary.
+	"take-duplicate-key": func(w *sim.World) {
+		handleA(w, func(ctx context.Context, d *api.Delivery, in msg) error {
+			errc := make(chan error, 1)
+			go func() { errc <- w.Take(ctx, "same", time.Second, sim.Cooperate) }()
+			err := w.Take(ctx, "same", 2*time.Second, sim.Cooperate)
+			if err2 := <-errc; err == nil {
+				err = err2
+			}
+			return err
+		})
+		w.Enqueue("a", msg{N: 1})
+		w.Advance(time.Minute)
+	},
 }
 
 // TestMisuseChild runs the scenario $QUIRE_SIM_MISUSE_CHILD names under
@@ -92,9 +107,11 @@ func TestMisuseChild(t *testing.T) {
 // message that says what was wrong: a World step called from a handler
 // (a data race and a 60 s watchdog before), Take called from the scenario
 // (a deadlock before), a w.T() failure from a handler (reported at the
-// step it happened in, not at the end), and a step after Finish (a
-// silent no-op before). The child's own -test.timeout only bounds a hang
-// of a broken harness; nothing here depends on real time.
+// step it happened in, not at the end), a step after Finish (a silent
+// no-op before), and two works parked under one key by a handler, one on
+// a goroutine of its own (a panic that ended the test binary before). The
+// child's own -test.timeout only bounds a hang of a broken harness;
+// nothing here depends on real time.
 func TestMisuseReported(t *testing.T) {
 	exe, err := os.Executable()
 	if err != nil {
@@ -109,6 +126,7 @@ func TestMisuseReported(t *testing.T) {
 		{"errorf-from-handler", []string{`the test failed during step 1 ("enqueue a")`, "bad payload 1"}},
 		{"fatalf-from-handler", []string{`the test failed during step 1 ("enqueue a")`, "bad payload 1"}},
 		{"step-after-finish", []string{"Enqueue after Finish"}},
+		{"take-duplicate-key", []string{`Take("same") during step`, "already parked"}},
 	}
 	failed := regexp.MustCompile(`--- FAIL: TestMisuseChild/(seed=0x[0-9a-f]+)`)
 	for _, c := range cases {
