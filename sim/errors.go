@@ -19,7 +19,7 @@ var (
 	// ErrMisuse marks a failure in which the scenario or a handler used
 	// the world as it must not be used: a step from a handler, a step
 	// after [World.Finish], [World.Take] from the scenario or twice
-	// under one key, a negative duration, a crash share outside 0..100.
+	// under one key, a nil function, a negative duration.
 	ErrMisuse = errors.New("sim: misuse of the world")
 )
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,18 @@ import (
 	"github.com/quire-dev/quire/journal/record"
 	"github.com/quire-dev/quire/sim"
 )
+
+// noPanic fails t if f panics: a misuse must fail the world, not the
+// process.
+func noPanic(t *testing.T, f func()) {
+	t.Helper()
+	defer func() {
+		if r := recover(); r != nil {
+			t.Fatalf("panicked instead of failing the world: %v", r)
+		}
+	}()
+	f()
+}
 
 // wantMisuse fails t unless err is a misuse of the world whose message
 // says want.
@@ -51,6 +64,82 @@ func TestTakeDuplicateKeyAcrossAttempts(t *testing.T) {
 	for _, r := range w.Records() {
 		if b, ok := r.Body.(*record.AttemptBuried); ok {
 			t.Fatalf("job %s buried (%+v): the refused Take became an outcome of the handler", b.JobID, b)
+		}
+	}
+}
+
+// TestNilArgumentsFail checks that every nil function a world is given
+// fails the world with a message naming the argument, instead of a nil
+// call panicking at the step that runs it.
+func TestNilArgumentsFail(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		want string
+		run  func() *sim.World
+	}{
+		{"Register", "Register(nil)", func() *sim.World {
+			w := sim.New(1)
+			w.Register(nil)
+			w.Advance(time.Second)
+			return w
+		}},
+		{"Setup", "Setup(nil)", func() *sim.World {
+			w := sim.New(1, sim.Setup(nil))
+			w.Advance(time.Second)
+			return w
+		}},
+		{"EngineOptions", "EngineOptions(nil)", func() *sim.World {
+			w := sim.New(1, sim.EngineOptions(nil))
+			w.Advance(time.Second)
+			return w
+		}},
+		{"At", `At(1s, "tick", nil)`, func() *sim.World {
+			w := sim.New(1)
+			w.At(time.Second, "tick", nil)
+			w.Advance(2 * time.Second)
+			return w
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var w *sim.World
+			noPanic(t, func() { w = c.run() })
+			wantMisuse(t, w.Err(), c.want)
+			w.Finish()
+		})
+	}
+}
+
+// fatalTB is a testing.TB whose Fatalf records its message and ends the
+// calling goroutine, as testing.T's does.
+type fatalTB struct {
+	testing.TB
+	msg string
+}
+
+func (f *fatalTB) Helper() {}
+func (f *fatalTB) Fatalf(format string, args ...any) {
+	f.msg = fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+
+// TestSeedsRefusesNoSeeds checks that a default seed count below 1 fails
+// the test (Seeds used to panic on a negative count and return no seeds
+// for zero, so Run(t, 0, ...) passed without running anything). Run and
+// Check go through Seeds; TestMisuseReported runs Run(t, 0, ...) itself.
+func TestSeedsRefusesNoSeeds(t *testing.T) {
+	t.Setenv("QUIRE_SEED", "")
+	t.Setenv("QUIRE_SEEDS", "")
+	for _, def := range []int{0, -1} {
+		tb := &fatalTB{TB: t}
+		var seeds []uint64
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			noPanic(t, func() { seeds = sim.Seeds(tb, def) })
+		}()
+		<-done
+		if !strings.Contains(tb.msg, fmt.Sprintf("def = %d", def)) {
+			t.Fatalf("Seeds(tb, %d) = %d seeds, Fatalf %q; want def named", def, len(seeds), tb.msg)
 		}
 	}
 }

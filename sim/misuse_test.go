@@ -88,12 +88,26 @@ var misuseScenarios = map[string]func(w *sim.World){
 	},
 }
 
-// TestMisuseChild runs the scenario $QUIRE_SIM_MISUSE_CHILD names under
-// sim.Run. It runs only as TestMisuseReported's child.
+// misuseTests are the misuses of Run itself that TestMisuseReported
+// expects to fail the test before any seed runs.
+var misuseTests = map[string]func(t *testing.T){
+	"run-zero-seeds":     func(t *testing.T) { sim.Run(t, 0, func(w *sim.World) { w.Advance(time.Second) }) },
+	"check-zero-seeds":   func(t *testing.T) { sim.Check(t, 0, func(w *sim.World) { w.Advance(time.Second) }) },
+	"run-negative-seeds": func(t *testing.T) { sim.Run(t, -1, func(w *sim.World) { w.Advance(time.Second) }) },
+	"run-nil-scenario":   func(t *testing.T) { sim.Run(t, 2, nil) },
+}
+
+// TestMisuseChild runs the test of misuseTests, or the scenario of
+// misuseScenarios under sim.Run, that $QUIRE_SIM_MISUSE_CHILD names. It
+// runs only as TestMisuseReported's child.
 func TestMisuseChild(t *testing.T) {
 	mode := os.Getenv(misuseChildEnv)
 	if mode == "" {
 		t.Skip("run by TestMisuseReported")
+	}
+	if test, ok := misuseTests[mode]; ok {
+		test(t)
+		return
 	}
 	scenario, ok := misuseScenarios[mode]
 	if !ok {
@@ -109,24 +123,31 @@ func TestMisuseChild(t *testing.T) {
 // (a deadlock before), a w.T() failure from a handler (reported at the
 // step it happened in, not at the end), a step after Finish (a silent
 // no-op before), and two works parked under one key by a handler, one on
-// a goroutine of its own (a panic that ended the test binary before). The
-// child's own -test.timeout only bounds a hang of a broken harness;
-// nothing here depends on real time.
+// a goroutine of its own (a panic that ended the test binary before). Run
+// and Check with no seed or no scenario fail the test before any seed
+// (zero seeds passed silently, a negative count panicked). The child's
+// own -test.timeout only bounds a hang of a broken harness; nothing here
+// depends on real time.
 func TestMisuseReported(t *testing.T) {
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cases := []struct {
-		mode string
-		want []string
+		mode   string
+		want   []string
+		noSeed bool // the test fails before any seed runs
 	}{
-		{"step-from-handler", []string{`Enqueue called during step 1 ("enqueue a")`, "must be called from the scenario's goroutine"}},
-		{"take-from-scenario", []string{`Take("think") called while no step runs`}},
-		{"errorf-from-handler", []string{`the test failed during step 1 ("enqueue a")`, "bad payload 1"}},
-		{"fatalf-from-handler", []string{`the test failed during step 1 ("enqueue a")`, "bad payload 1"}},
-		{"step-after-finish", []string{"Enqueue after Finish"}},
-		{"take-duplicate-key", []string{`Take("same") during step`, "already parked"}},
+		{"step-from-handler", []string{`Enqueue called during step 1 ("enqueue a")`, "must be called from the scenario's goroutine"}, false},
+		{"take-from-scenario", []string{`Take("think") called while no step runs`}, false},
+		{"errorf-from-handler", []string{`the test failed during step 1 ("enqueue a")`, "bad payload 1"}, false},
+		{"fatalf-from-handler", []string{`the test failed during step 1 ("enqueue a")`, "bad payload 1"}, false},
+		{"step-after-finish", []string{"Enqueue after Finish"}, false},
+		{"take-duplicate-key", []string{`Take("same") during step`, "already parked"}, false},
+		{"run-zero-seeds", []string{"def = 0", "want at least 1"}, true},
+		{"check-zero-seeds", []string{"def = 0", "want at least 1"}, true},
+		{"run-negative-seeds", []string{"def = -1", "want at least 1"}, true},
+		{"run-nil-scenario", []string{"sim.Run: the scenario is nil"}, true},
 	}
 	failed := regexp.MustCompile(`--- FAIL: TestMisuseChild/(seed=0x[0-9a-f]+)`)
 	for _, c := range cases {
@@ -139,8 +160,12 @@ func TestMisuseReported(t *testing.T) {
 			if err == nil {
 				t.Fatalf("the child passed:\n%s", text)
 			}
-			if fails := failed.FindAllStringSubmatch(text, -1); len(fails) != 1 {
-				t.Fatalf("failed seeds %q, want exactly the first:\n%s", fails, text)
+			want := 1
+			if c.noSeed {
+				want = 0
+			}
+			if fails := failed.FindAllStringSubmatch(text, -1); len(fails) != want || !strings.Contains(text, "--- FAIL: TestMisuseChild") {
+				t.Fatalf("failed seeds %q, want %d:\n%s", fails, want, text)
 			}
 			for _, s := range c.want {
 				if !strings.Contains(text, s) {

@@ -15,8 +15,13 @@ import (
 // QUIRE_SEEDS=N of them for long runs, or exactly QUIRE_SEED=S (decimal or
 // 0x hex) to reproduce one. -short divides the count by 10. The seeds are
 // a fixed sequence, so a count names the same seeds on every machine.
+// A def below 1 fails tb (Fatalf): a simulation test that runs no seed
+// would pass without testing anything.
 func Seeds(tb testing.TB, def int) []uint64 {
 	tb.Helper()
+	if def < 1 {
+		tb.Fatalf("sim: def = %d, the default seed count of Run, Check or Seeds: want at least 1 (a simulation test that runs no seed passes without testing anything)", def)
+	}
 	if s := os.Getenv("QUIRE_SEED"); s != "" {
 		seed, err := strconv.ParseUint(s, 0, 64)
 		if err != nil {
@@ -48,9 +53,13 @@ func Seeds(tb testing.TB, def int) []uint64 {
 // at the first failing seed. The
 // scenario asserts through [World.T], the seed's subtest; a failure of t
 // during a seed (an assertion on the outer t) is also charged to that
-// seed and reported with what reproduces it.
+// seed and reported with what reproduces it. A def below 1 or a nil
+// scenario fails t at once (Fatalf).
 func Run(t *testing.T, def int, scenario func(w *World), opts ...Option) {
 	t.Helper()
+	if scenario == nil {
+		t.Fatalf("sim.Run: the scenario is nil")
+	}
 	for _, seed := range Seeds(t, def) {
 		ok := t.Run(fmt.Sprintf("seed=0x%x", seed), func(st *testing.T) {
 			w := New(seed, append([]Option{WithT(st), under(t)}, opts...)...)
@@ -67,9 +76,12 @@ func Run(t *testing.T, def int, scenario func(w *World), opts ...Option) {
 // per seed, twice as is and once under GOMAXPROCS=1, and fails unless the
 // three traces are equal step by step and end in the same state digest.
 // A mismatch names the first divergent step. Failures are reported as
-// [Run] reports them.
+// [Run] reports them, and so is a def below 1 or a nil scenario.
 func Check(t *testing.T, def int, scenario func(w *World), opts ...Option) {
 	t.Helper()
+	if scenario == nil {
+		t.Fatalf("sim.Check: the scenario is nil")
+	}
 	outer := t
 	for _, seed := range Seeds(t, def) {
 		ok := t.Run(fmt.Sprintf("seed=0x%x", seed), func(t *testing.T) {

@@ -134,12 +134,17 @@ func (w *World) Workflow(id string) api.WorkflowInfo {
 
 // At schedules f to run as a step when the clock reaches T0+offset (or at
 // once, at the next Advance or Run, if that instant has passed). Events at
-// the same instant run in the order they were scheduled.
+// the same instant run in the order they were scheduled. A nil f fails
+// the world at once.
 func (w *World) At(offset time.Duration, what string, f func(w *World)) {
 	if tb := w.cfg.tb; tb != nil {
 		tb.Helper()
 	}
 	if !w.enter("At") {
+		return
+	}
+	if f == nil {
+		w.misuse("At(%v, %q, nil): the event's function is nil", offset, what)
 		return
 	}
 	w.evSeq++

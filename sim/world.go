@@ -67,6 +67,10 @@ type config struct {
 	slow, slowLimit time.Duration
 	stepMode        bool
 	stopsMax        int
+
+	// bad describes the options the world refuses (a nil function): New
+	// fails the world with it.
+	bad []string
 }
 
 // WithT reports the world's failures to tb: the first oracle violation or
@@ -84,9 +88,16 @@ func under(outer testing.TB) Option { return func(c *config) { c.outer = outer }
 
 // Setup adds f to the functions that register handlers and workflows on
 // every engine instance the world opens (the first and each one after a
-// crash or restart), before the engine starts.
+// crash or restart), before the engine starts. A nil f fails the world
+// when it is built.
 func Setup(f func(e *api.Engine) error) Option {
-	return func(c *config) { c.setup = append(c.setup, f) }
+	return func(c *config) {
+		if f == nil {
+			c.bad = append(c.bad, "Setup(nil): the function that registers handlers and workflows is nil")
+			return
+		}
+		c.setup = append(c.setup, f)
+	}
 }
 
 // StepMode makes the world find every quiescent point by looking at all
@@ -105,9 +116,16 @@ func StepMode() Option { return func(c *config) { c.stepMode = true } }
 func AdvanceStopsMax(n int) Option { return func(c *config) { c.stopsMax = n } }
 
 // EngineOptions adjusts the engine's options after the world has set its
-// own (directory, filesystem, clock, entropy, jitter source).
+// own (directory, filesystem, clock, entropy, jitter source). A nil f
+// fails the world when it is built.
 func EngineOptions(f func(*api.Options)) Option {
-	return func(c *config) { c.mod = append(c.mod, f) }
+	return func(c *config) {
+		if f == nil {
+			c.bad = append(c.bad, "EngineOptions(nil): the function that adjusts the engine's options is nil")
+			return
+		}
+		c.mod = append(c.mod, f)
+	}
 }
 
 // World is one simulated deployment: the real engine on a crashable
@@ -215,6 +233,9 @@ func New(seed uint64, opts ...Option) *World {
 		tb.Logf("sim: seed 0x%x", seed)
 		w.failedBefore = w.testFailed()
 		tb.Cleanup(w.cleanup)
+	}
+	if len(w.cfg.bad) > 0 {
+		w.misuse("%s", strings.Join(w.cfg.bad, "; "))
 	}
 	return w
 }
@@ -328,6 +349,10 @@ func (w *World) Register(f func(e *api.Engine) error) {
 		tb.Helper()
 	}
 	if !w.enter("Register") {
+		return
+	}
+	if f == nil {
+		w.misuse("Register(nil): the function that registers handlers and workflows is nil")
 		return
 	}
 	w.cfg.setup = append(w.cfg.setup, f)
