@@ -179,6 +179,9 @@
 // nil function, a negative duration),
 // and the engine's own error when it reports one, so errors.Is(w.Err(),
 // api.ErrUnknownHandler) holds for an enqueue of an unknown handler.
+// Steps that return an error ([World.Do], [World.Signal],
+// [World.Shutdown], [World.ForceShutdown]) return the world's failure
+// when they do not run, never nil.
 //
 // # Reproduction
 //

@@ -99,6 +99,13 @@ func TestNilArgumentsFail(t *testing.T) {
 			w.Advance(2 * time.Second)
 			return w
 		}},
+		{"Do", `Do("cancel", nil)`, func() *sim.World {
+			w := sim.New(1)
+			if err := w.Do("cancel", nil); err == nil {
+				t.Errorf("Do with a nil function returned nil")
+			}
+			return w
+		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var w *sim.World
@@ -141,6 +148,47 @@ func TestSeedsRefusesNoSeeds(t *testing.T) {
 		if !strings.Contains(tb.msg, fmt.Sprintf("def = %d", def)) {
 			t.Fatalf("Seeds(tb, %d) = %d seeds, Fatalf %q; want def named", def, len(seeds), tb.msg)
 		}
+	}
+}
+
+// TestRefusedStepsReturnTheFailure checks that the steps which return an
+// error return the world's failure when they do not run, after Finish or
+// after the world failed: they used to return nil, which reads as
+// success ("f's error is returned"), without running anything.
+func TestRefusedStepsReturnTheFailure(t *testing.T) {
+	steps := map[string]func(w *sim.World, ran *bool) error{
+		"Do": func(w *sim.World, ran *bool) error {
+			return w.Do("noop", func(context.Context, *api.Engine) error { *ran = true; return nil })
+		},
+		"Signal":        func(w *sim.World, ran *bool) error { return w.Signal("wf_x", "go", nil) },
+		"Shutdown":      func(w *sim.World, ran *bool) error { return w.Shutdown() },
+		"ForceShutdown": func(w *sim.World, ran *bool) error { return w.ForceShutdown() },
+	}
+	for name, step := range steps {
+		t.Run(name+"/after-finish", func(t *testing.T) {
+			w := sim.New(1)
+			w.Advance(time.Second)
+			if err := w.Finish(); err != nil {
+				t.Fatal(err)
+			}
+			ran := false
+			err := step(w, &ran)
+			wantMisuse(t, err, name+" after Finish")
+			if ran || err != w.Err() {
+				t.Fatalf("ran %t, err %v, world %v", ran, err, w.Err())
+			}
+		})
+		t.Run(name+"/after-failure", func(t *testing.T) {
+			w := sim.New(1)
+			w.Advance(-time.Second)
+			ran := false
+			err := step(w, &ran)
+			wantMisuse(t, err, "negative")
+			if ran || err != w.Err() {
+				t.Fatalf("ran %t, err %v, world %v", ran, err, w.Err())
+			}
+			w.Finish()
+		})
 	}
 }
 

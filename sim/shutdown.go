@@ -109,13 +109,15 @@ func (w *World) Force() {
 // force lands where the initiation's consequences have settled; a
 // shutdown with nothing to wait for is over before it). It returns the
 // shutdown's error; a classification such as [shutdown.Incomplete] is an
-// outcome, not a failure of the world.
+// outcome, not a failure of the world. If the world fails before the
+// shutdown is over, or does not run it (after [World.Finish], from a
+// handler), it returns the world's failure ([World.Err]).
 func (w *World) ForceShutdown() error {
 	if tb := w.cfg.tb; tb != nil {
 		tb.Helper()
 	}
 	if !w.enter("ForceShutdown") {
-		return nil
+		return w.notRun("ForceShutdown")
 	}
 	if w.shut == nil {
 		w.step("shutdown begin", w.beginShutdown)
@@ -135,19 +137,24 @@ func (w *World) ForceShutdown() error {
 // moving the clock while it waits for parked work. It returns the
 // shutdown's error; an error other than a [*shutdown.Error]
 // classification (a fail-stop, say) fails the world. The next step
-// reopens the engine.
+// reopens the engine. If the world fails before the shutdown is over, or
+// does not run it (after [World.Finish], from a handler), Shutdown
+// returns the world's failure ([World.Err]).
 func (w *World) Shutdown() error {
 	if tb := w.cfg.tb; tb != nil {
 		tb.Helper()
 	}
 	if !w.enter("Shutdown") {
-		return nil
+		return w.notRun("Shutdown")
 	}
 	if w.shut == nil {
 		w.step("shutdown", w.beginShutdown)
 	}
 	w.awaitShutdown()
 	err := w.shutdownErr()
+	if w.Failed() {
+		return err
+	}
 	var se *shutdown.Error
 	if err != nil && !errors.As(err, &se) {
 		w.fail("shutdown: %w", err)
@@ -170,8 +177,13 @@ func (w *World) Restart() {
 	w.step("restart", func() {})
 }
 
+// shutdownErr is what Shutdown and ForceShutdown return: the world's
+// failure, if any, else the last shutdown's error.
 func (w *World) shutdownErr() error {
-	if w.last == nil || w.Failed() {
+	if w.Failed() {
+		return w.Err()
+	}
+	if w.last == nil {
 		return nil
 	}
 	return w.last.Err

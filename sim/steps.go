@@ -61,18 +61,25 @@ func (w *World) Dispatch(name string, state api.State, opts ...api.DispatchOptio
 // ([api.Engine.Signal], WF-19): the signal is stored whatever the
 // workflow's status, so one sent before its wait is reached satisfies it
 // later; an unknown, completed or cancelled workflow refuses it. A refusal
-// is not a failure of the world.
+// is not a failure of the world. A signal the world does not send (after
+// [World.Finish], once the world has failed, from a handler) returns the
+// world's failure, as [World.Do] does.
 func (w *World) Signal(id, name string, payload api.State) error {
 	if tb := w.cfg.tb; tb != nil {
 		tb.Helper()
 	}
 	if !w.enter("Signal") {
-		return nil
+		return w.notRun("Signal")
 	}
 	var err error
+	ran := false
 	w.step(fmt.Sprintf("signal %s %s", id, name), func() {
+		ran = true
 		err = w.eng.Signal(w.ctx, id, name, payload)
 	})
+	if !ran {
+		return w.notRun("Signal")
+	}
 	return err
 }
 
@@ -80,16 +87,41 @@ func (w *World) Signal(id, name string, payload api.State) error {
 // method for (cancel, pause, retry), or for calls the scenario expects the
 // engine to refuse: f's error is returned, not a failure of the world.
 // what names the step in the trace.
+//
+// When the world does not run f (after [World.Finish], once the world has
+// failed, or called from a handler), Do returns the world's failure
+// ([World.Err]), which says why, never nil. A nil f fails the world.
 func (w *World) Do(what string, f func(ctx context.Context, e *api.Engine) error) error {
 	if tb := w.cfg.tb; tb != nil {
 		tb.Helper()
 	}
 	if !w.enter("Do") {
-		return nil
+		return w.notRun("Do")
+	}
+	if f == nil {
+		w.misuse("Do(%q, nil): the function to run is nil", what)
+		return w.notRun("Do")
 	}
 	var err error
-	w.step(what, func() { err = f(w.ctx, w.eng) })
+	ran := false
+	w.step(what, func() {
+		ran = true
+		err = f(w.ctx, w.eng)
+	})
+	if !ran {
+		return w.notRun("Do")
+	}
 	return err
+}
+
+// notRun is what a step that returns an error returns when it did not
+// run: the world's failure, which says why (with [WithT] the scenario's
+// goroutine has already ended in most such cases).
+func (w *World) notRun(op string) error {
+	if err := w.Err(); err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: %s did not run", ErrMisuse, op) // not reached: a step runs unless the world failed
 }
 
 // Job returns a job's status; a job the engine no longer knows fails the
