@@ -19,7 +19,8 @@ var (
 	// ErrMisuse marks a failure in which the scenario or a handler used
 	// the world as it must not be used: a step from a handler, a step
 	// after [World.Finish], [World.Take] from the scenario or twice
-	// under one key, a nil function, a negative duration.
+	// under one key, a nil function, a negative duration, an option the
+	// world cannot honour.
 	ErrMisuse = errors.New("sim: misuse of the world")
 )
 

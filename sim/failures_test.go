@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/quire-dev/quire/api"
+	"github.com/quire-dev/quire/clock/clocktest"
 	"github.com/quire-dev/quire/journal/record"
 	"github.com/quire-dev/quire/sim"
 )
@@ -260,5 +262,44 @@ func TestErrWrapsTheEngineError(t *testing.T) {
 			}
 			w.Finish()
 		})
+	}
+}
+
+// TestEngineOptionsKeepTheWorldsOwn checks that an EngineOptions function
+// that replaces one of the world's own options fails the world naming it,
+// before the engine opens anywhere: zeroed options used to open the
+// journal in ./quire-data on the real disk, under the system clock.
+func TestEngineOptionsKeepTheWorldsOwn(t *testing.T) {
+	t.Chdir(t.TempDir())
+	for _, c := range []struct {
+		name string
+		mod  func(o *api.Options)
+		want string
+	}{
+		{"zero", func(o *api.Options) { *o = api.Options{} }, "Options.Dir, Options.FS, Options.Clock, Options.Entropy, Options.Rand"},
+		{"Dir", func(o *api.Options) { o.Dir = "elsewhere" }, "replaced Options.Dir,"},
+		{"FS", func(o *api.Options) { o.FS = nil }, "replaced Options.FS,"},
+		{"Clock", func(o *api.Options) { o.Clock = clocktest.New(sim.T0) }, "replaced Options.Clock,"},
+		{"Entropy", func(o *api.Options) { o.Entropy = strings.NewReader("not the seed") }, "replaced Options.Entropy,"},
+		{"Rand", func(o *api.Options) { o.Rand = nil }, "replaced Options.Rand,"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := sim.New(1, sim.EngineOptions(c.mod))
+			w.Advance(time.Second)
+			wantMisuse(t, w.Err(), c.want)
+			w.Finish()
+			if names, _ := os.ReadDir("."); len(names) > 0 {
+				t.Fatalf("the world wrote %s to the real disk", names[0].Name())
+			}
+		})
+	}
+	// The fields a test varies stay the test's.
+	w := sim.New(1, sim.WithT(t), sim.EngineOptions(func(o *api.Options) {
+		o.ShutdownTimeout = 90 * time.Second
+		o.Middleware = []api.Middleware{api.MiddlewareFuncs{Label: "app"}}
+	}))
+	w.Advance(time.Second)
+	if err := w.Finish(); err != nil {
+		t.Fatal(err)
 	}
 }

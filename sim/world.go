@@ -116,8 +116,19 @@ func StepMode() Option { return func(c *config) { c.stepMode = true } }
 func AdvanceStopsMax(n int) Option { return func(c *config) { c.stopsMax = n } }
 
 // EngineOptions adjusts the engine's options after the world has set its
-// own (directory, filesystem, clock, entropy, jitter source). A nil f
-// fails the world when it is built.
+// own (directory, filesystem, clock, entropy, jitter source, one worker,
+// no snapshots), for the options a test varies: timeouts, limits, Workers
+// (see "Limits" in the package documentation).
+//
+// f must not replace the world's own Dir, FS, Clock, Entropy or Rand:
+// the world crashes, reopens and inspects its own in-memory filesystem
+// under its own clock, and the seed must decide every identity and
+// jitter. A world whose options f changed there fails when it opens its
+// first engine, naming the field, before the engine touches any disk
+// (building Options from scratch, *o = api.Options{}, changes them all).
+// The world's own middleware, which notes each handler call for the
+// oracle, is put in front of o.Middleware after f, so f may set that
+// list as it likes. A nil f fails the world when it is built.
 func EngineOptions(f func(*api.Options)) Option {
 	return func(c *config) {
 		if f == nil {
@@ -529,7 +540,11 @@ func rerunCommand(seed uint64, test string) string {
 // nothing. It is safe to call from any goroutine.
 func (w *World) Failed() bool { return w.failed.Load() }
 
-func (w *World) options() api.Options {
+// options returns the options of the next engine instance: the world's
+// own, then the caller's [EngineOptions], then the world's middleware in
+// front of the caller's. replaced names the world's own fields that an
+// EngineOptions function replaced, if any.
+func (w *World) options() (o api.Options, replaced []string) {
 	var key [32]byte
 	for i := 0; i < 4; i++ {
 		v := mix(w.seed ^ uint64(w.epoch)<<32 ^ uint64(i) ^ purposeEntropy<<48)
@@ -537,7 +552,7 @@ func (w *World) options() api.Options {
 			key[i*8+j] = byte(v >> (8 * j))
 		}
 	}
-	o := api.Options{
+	o = api.Options{
 		Dir:     Dir,
 		FS:      w.engineFS(),
 		Clock:   w.clk,
@@ -550,17 +565,33 @@ func (w *World) options() api.Options {
 		// image; snapshot + tail is covered by the replay properties.
 		SnapshotEvery: api.SnapshotEveryMax,
 	}
-	// Every handler call is noted, so the oracle can check that its
-	// attempt_started was acknowledged before it (RL-10).
-	epoch := w.epoch
-	o.Middleware = []api.Middleware{api.MiddlewareFuncs{Label: "sim", BeforeFunc: func(ctx context.Context, d *api.Delivery) error {
-		w.orc.called(epoch, d.JobID(), d.Attempt())
-		return nil
-	}}}
+	own := o
 	for _, m := range w.cfg.mod {
 		m(&o)
 	}
-	return o
+	for _, f := range []struct {
+		name    string
+		changed bool
+	}{
+		{"Dir", o.Dir != own.Dir},
+		{"FS", o.FS != own.FS},
+		{"Clock", o.Clock != own.Clock},
+		{"Entropy", o.Entropy != own.Entropy},
+		{"Rand", o.Rand != own.Rand},
+	} {
+		if f.changed {
+			replaced = append(replaced, "Options."+f.name)
+		}
+	}
+	// Every handler call is noted, so the oracle can check that its
+	// attempt_started was acknowledged before it (RL-10).
+	epoch := w.epoch
+	noted := api.MiddlewareFuncs{Label: "sim", BeforeFunc: func(ctx context.Context, d *api.Delivery) error {
+		w.orc.called(epoch, d.JobID(), d.Attempt())
+		return nil
+	}}
+	o.Middleware = append([]api.Middleware{noted}, o.Middleware...)
+	return o, replaced
 }
 
 func (w *World) ensureOpen() {
@@ -589,7 +620,14 @@ func (w *World) open() {
 	w.epoch++ // every instance draws fresh entropy: ids never repeat
 	w.act.setEpoch(w.epoch)
 	w.orc.setEpoch(w.epoch)
-	eng, err := api.Open(w.ctx, w.options())
+	opts, replaced := w.options()
+	if len(replaced) > 0 {
+		w.misuse("open (epoch %d): EngineOptions replaced %s, the world's own: the world runs the engine "+
+			"on its in-memory filesystem (Dir, FS), under its manual clock (Clock), with identities and jitter drawn from "+
+			"the seed (Entropy, Rand); adjust other fields and leave these as the world set them", w.epoch, strings.Join(replaced, ", "))
+		return
+	}
+	eng, err := api.Open(w.ctx, opts)
 	if err != nil {
 		w.fail("open (epoch %d): %w", w.epoch, err)
 		return
