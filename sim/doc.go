@@ -219,6 +219,14 @@
 //   - Handlers that block on anything but [World.Take] (a channel of the
 //     test's, real IO) look quiescent in step mode and stall outside it;
 //     the watchdog fails such a world after 60 s of real time.
+//   - A quiescent point in step mode needs every goroutine of the test
+//     binary to wait, the world's or not. Worlds in tests run with
+//     t.Parallel take turns looking for theirs (one waits on a lock while
+//     another looks), so they pass, though no faster than one after the
+//     other. A goroutine of another test that computes, sleeps or stays in
+//     a system call holds back every quiescent point until it stops, and
+//     after 60 s of it the watchdog fails the world, listing the
+//     goroutines that were not waiting.
 //   - Engine-internal concurrency that one event starts (an on-deadline
 //     handler running beside an attempt, a quarantined execution returning
 //     while hooks run) can still order its records differently between

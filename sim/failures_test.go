@@ -303,3 +303,25 @@ func TestEngineOptionsKeepTheWorldsOwn(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestParallelWorlds runs two worlds that park work in Take (step mode)
+// in parallel tests: a quiescent point needs every goroutine of the
+// process waiting, and two worlds looking for theirs at once each kept
+// the other's goroutine running, until the 60 s watchdog failed one.
+func TestParallelWorlds(t *testing.T) {
+	scenario := func(w *sim.World) {
+		registerSlow(w)
+		for i := 0; i < 3; i++ {
+			w.Enqueue("slow", msg{N: 1 + i%2})
+			w.Advance(2 * time.Second)
+		}
+		w.Crash()
+		w.Advance(time.Minute)
+	}
+	for i := 0; i < 3; i++ {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			t.Parallel()
+			sim.Run(t, 2, scenario)
+		})
+	}
+}

@@ -1,7 +1,9 @@
 package sim
 
 import (
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/quire-dev/quire/api"
@@ -28,5 +30,41 @@ func TestEngineOptionsKeepTheWorldsMiddleware(t *testing.T) {
 	}
 	if strings.Join(labels, ",") != "sim,app" {
 		t.Fatalf("middleware %v, want sim, then app", labels)
+	}
+}
+
+// spinUntil works, never blocking, until stop is set: a goroutine of
+// another test that computes.
+//
+//go:noinline
+func spinUntil(started, stop *atomic.Bool) {
+	started.Store(true)
+	for !stop.Load() {
+	}
+}
+
+// The watchdog's message lists the goroutines that kept the world from
+// its quiescent point, and only them.
+func TestBusyListsWorkingGoroutines(t *testing.T) {
+	var started, stop atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		spinUntil(&started, &stop)
+	}()
+	defer func() { stop.Store(true); <-done }()
+	for !started.Load() {
+		runtime.Gosched()
+	}
+	buf := make([]byte, 64<<10)
+	got := busy(&buf)
+	if !strings.Contains(got, "sim.spinUntil") {
+		t.Fatalf("busy does not list the spinning goroutine:\n%s", got)
+	}
+	if strings.Contains(got, "TestBusyListsWorkingGoroutines(") {
+		t.Fatalf("busy lists its caller:\n%s", got)
+	}
+	if strings.Contains(got, "[chan receive") || strings.Contains(got, "[select") {
+		t.Fatalf("busy lists blocked goroutines:\n%s", got)
 	}
 }

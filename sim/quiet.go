@@ -2,7 +2,9 @@ package sim
 
 import (
 	"bytes"
+	"fmt"
 	"runtime"
+	"sync"
 	"time"
 )
 
@@ -73,29 +75,48 @@ func allBlocked(dump []byte) bool {
 			first = false // the caller
 			continue
 		}
-		open := bytes.IndexByte(line, '[')
-		if open < 0 {
-			return false
-		}
-		state := line[open+1:]
-		blocked := false
-		for _, s := range blockedStates {
-			if bytes.HasPrefix(state, s) {
-				blocked = true
-				break
-			}
-		}
-		if !blocked {
+		if !blocked(line) {
 			return false
 		}
 	}
 	return true
 }
 
+// blocked reads the header of a goroutine in a dump, "goroutine N
+// [state...]:", and reports whether its state is one of blockedStates.
+func blocked(header []byte) bool {
+	open := bytes.IndexByte(header, '[')
+	if open < 0 {
+		return false
+	}
+	state := header[open+1:]
+	for _, s := range blockedStates {
+		if bytes.HasPrefix(state, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// quietMu lets one world of the process at a time wait for a quiescent
+// point. A world that waits keeps its own goroutine running (it takes
+// snapshots and yields), which another world must see blocked: two worlds
+// waiting at once (tests run with t.Parallel) would each wait for the
+// other until the watchdog. A world waiting for the lock is blocked on a
+// mutex, which is what the one holding it needs to see.
+var quietMu sync.Mutex
+
 // waitQuiet returns once [quiet] holds, or false once limit fires (the
 // watchdog, in real time; no outcome ever depends on real time). It
 // yields between snapshots so that the goroutines at work can finish.
 func waitQuiet(buf *[]byte, limit <-chan time.Time) bool {
+	select {
+	case <-limit:
+		return false
+	default:
+	}
+	quietMu.Lock()
+	defer quietMu.Unlock()
 	for i := 0; ; i++ {
 		if quiet(buf) {
 			return true
@@ -110,4 +131,45 @@ func waitQuiet(buf *[]byte, limit <-chan time.Time) bool {
 		default:
 		}
 	}
+}
+
+// busyListMax bounds the goroutines, and busyBytesMax the bytes, that
+// [busy] lists.
+const (
+	busyListMax  = 8
+	busyBytesMax = 8 << 10
+)
+
+// busy lists, from one snapshot, the goroutines other than the caller
+// that [quiet] does not count as blocked (each as the dump prints it),
+// at most busyListMax of them, for the watchdog's message: they are what
+// kept the world from its quiescent point.
+func busy(buf *[]byte) string {
+	var dump []byte
+	for {
+		n := runtime.Stack(*buf, true)
+		if n < len(*buf) {
+			dump = (*buf)[:n]
+			break
+		}
+		*buf = make([]byte, 2*len(*buf))
+	}
+	var out []byte
+	listed, more := 0, 0
+	for i, g := range bytes.Split(dump, []byte("\n\n")) {
+		header, _, _ := bytes.Cut(g, []byte("\n"))
+		if i == 0 || !bytes.HasPrefix(header, []byte("goroutine ")) || blocked(header) {
+			continue // the caller, or blocked
+		}
+		if listed == busyListMax || len(out)+len(g) > busyBytesMax {
+			more++
+			continue
+		}
+		out = append(append(out, g...), "\n\n"...)
+		listed++
+	}
+	if more > 0 {
+		out = fmt.Appendf(out, "(%d more)\n", more)
+	}
+	return string(bytes.TrimRight(out, "\n"))
 }

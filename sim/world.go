@@ -667,7 +667,10 @@ func (w *World) idle() {
 			return // the engine's WaitIdle is the quiescent point
 		}
 		if !waitQuiet(&w.stack, limit.C) {
-			w.fail("watchdog: no quiescent point after %v of real time (a handler blocking on something else than Take, or a stuck engine)", idleTimeout)
+			w.fail("watchdog: no quiescent point after %v of real time (a handler blocking on something else than Take, or a stuck engine). "+
+				"A quiescent point needs every goroutine of the test binary, not only the world's, to wait for another: a goroutine "+
+				"of another test running beside this one (t.Parallel) that computes, sleeps or makes system calls for this long, "+
+				"or any other busy goroutine of the process, stalls it too. The goroutines not waiting:\n%s", idleTimeout, busy(&w.stack))
 			return
 		}
 		if w.shut != nil {
