@@ -230,6 +230,13 @@ func t7Journal(t *testing.T) vfs.FS {
 
 func t7Stream(seq uint64) string { return fmt.Sprintf("wf_%d", (seq-1)%5) }
 
+// t7Edited opens t7Journal's journal after edit changed its store.
+func t7Edited(t *testing.T, edit func(t *testing.T, db *pebble.DB)) *Journal {
+	fs := t7Journal(t)
+	rawEdit(t, fs, "db", func(db *pebble.DB) { edit(t, db) })
+	return openJ(t, fs, "db", Options{})
+}
+
 // reseal re-encodes the record under the key of seq with f applied to its
 // envelope, with a valid checksum.
 func reseal(t testing.TB, db *pebble.DB, seq uint64, f func(e *record.Envelope)) {
@@ -291,9 +298,7 @@ func TestT7_EnvelopeAndChain(t *testing.T) { // RL-5
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			fs := t7Journal(t)
-			rawEdit(t, fs, "db", func(db *pebble.DB) { c.edit(t, db) })
-			j := openJ(t, fs, "db", Options{})
+			j := t7Edited(t, c.edit)
 			defer func() { _ = j.Close() }()
 			check := func(what string, err error) {
 				t.Helper()
@@ -395,9 +400,7 @@ func TestT7_QuarantiningScan(t *testing.T) { // RL-5
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			fs := t7Journal(t)
-			rawEdit(t, fs, "db", func(db *pebble.DB) { c.edit(t, db) })
-			j := openJ(t, fs, "db", Options{})
+			j := t7Edited(t, c.edit)
 			defer func() { _ = j.Close() }()
 			it := j.ScanQuarantining(0, math.MaxUint64)
 			var seq uint64
