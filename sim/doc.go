@@ -245,6 +245,12 @@
 //     jitter draws, hence the trace, may vary between runs.
 //   - Snapshots are disabled (SnapshotEvery at its maximum) because they
 //     are written in the background; snapshot + tail is covered by the
-//     replay properties. testing/synctest cannot host a world yet: the
-//     journal pools request channels across bubbles.
+//     replay properties.
+//   - testing/synctest cannot host a world: [New] called inside a bubble
+//     fails the world at once. The goroutine that runs the bubble waits
+//     in a state (synctest.Run) that step mode cannot count as blocked, so
+//     no quiescent point would come, and the watchdog's timer would run on
+//     the bubble's clock, which does not move while the world polls: the
+//     world would hang until go test's timeout. (The journal also pools
+//     channels, which a bubble would own.) A world has its own fake clock.
 package sim

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/quire-dev/quire/api"
@@ -302,6 +303,20 @@ func TestEngineOptionsKeepTheWorldsOwn(t *testing.T) {
 	if err := w.Finish(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestNewInSynctestBubbleFails checks that a world built inside a
+// testing/synctest bubble fails at once, saying why, instead of hanging
+// until go test's timeout at its first quiescent point in step mode.
+func TestNewInSynctestBubbleFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := sim.New(1)
+		if w.Err() == nil {
+			t.Fatal("New inside a synctest bubble did not fail the world")
+		}
+		wantMisuse(t, w.Err(), "testing/synctest bubble")
+		w.Finish()
+	})
 }
 
 // TestParallelWorlds runs two worlds that park work in Take (step mode)

@@ -133,6 +133,26 @@ func waitQuiet(buf *[]byte, limit <-chan time.Time) bool {
 	}
 }
 
+// errBubble is why a world refuses to run inside a testing/synctest
+// bubble.
+const errBubble = "a world cannot run inside a testing/synctest bubble: it finds its quiescent points by reading " +
+	"every goroutine's state, and the goroutine that runs the bubble (in synctest.Run) is never one it can count as " +
+	"blocked, so no quiescent point ever comes; its watchdog would run on the bubble's fake clock, which does not " +
+	"move while the world polls, so nothing would end the wait but go test's timeout; and the journal pools channels " +
+	"that a bubble would own. Run the world outside synctest.Test: it has its own fake clock (World.Advance)"
+
+// inBubble reports whether the calling goroutine runs in a
+// testing/synctest bubble, which the runtime writes in the header of
+// its stack dump ("goroutine 7 [running, synctest bubble 1]:").
+func inBubble() bool {
+	buf := make([]byte, 512)
+	head := buf[:runtime.Stack(buf, false)]
+	if i := bytes.IndexByte(head, '\n'); i >= 0 {
+		head = head[:i]
+	}
+	return bytes.Contains(head, []byte("synctest bubble"))
+}
+
 // busyListMax bounds the goroutines, and busyBytesMax the bytes, that
 // [busy] lists.
 const (

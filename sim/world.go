@@ -247,6 +247,8 @@ func New(seed uint64, opts ...Option) *World {
 	}
 	if len(w.cfg.bad) > 0 {
 		w.misuse("%s", strings.Join(w.cfg.bad, "; "))
+	} else if inBubble() {
+		w.misuse("%s", errBubble)
 	}
 	return w
 }
