@@ -196,7 +196,7 @@ func keepImage(img vfs.FS, dst, what string) string {
 	case !ok:
 		return what + ": none (no journal was created)"
 	}
-	j, err := journal.Open(dst, journal.Options{FS: vfs.Default, Clock: clocktest.New(T0), ReadOnly: true})
+	j, err := journal.Open(dst, journal.Options{FS: vfs.Default, Clock: clocktest.New(t0), ReadOnly: true})
 	if err != nil {
 		return fmt.Sprintf("%s: kept in %s, which does not open as a journal: %v", what, dst, err)
 	}

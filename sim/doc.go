@@ -41,7 +41,9 @@
 //
 // A scenario asserts through [World.T], the subtest of its seed (or
 // passes it to helpers that take a testing.TB): a failure there is the
-// seed's, reported as "Reproduction" describes, and [Run] stops at it. A
+// seed's, reported as "Reproduction" describes, and [Run] stops at it.
+// (World.T is nil for a world built by [New] without [WithT]; [Run] and
+// [Check] always give one.) A
 // handler may assert through [World.T] too (Errorf; Fatalf ends only the
 // handler's goroutine): the world reports the failure at the end of the
 // step the handler ran in, naming that step, and stops the scenario
@@ -208,7 +210,10 @@
 // scenario per seed; [Check] is the determinism check (T9): three runs per
 // seed, the last under GOMAXPROCS=1, equal step traces and final digests.
 // A divergence names the first step that differs and the first journal
-// record that differs (seq, kind, stream, both versions).
+// record that differs (seq, kind, stream, both versions). A world built by
+// [New] without [WithT] has no test to log to: its seed is the one the
+// caller passed to New, which the caller prints (RL-8), and the message of
+// [World.Err] begins with it.
 //
 // # Limits
 //
@@ -253,4 +258,9 @@
 //     the bubble's clock, which does not move while the world polls: the
 //     world would hang until go test's timeout. (The journal also pools
 //     channels, which a bubble would own.) A world has its own fake clock.
+//   - Each [World.DiskFault] leaves the fail-stopped instance's Pebble
+//     open, since the engine makes no further call into it, Close
+//     included (RL-2): about eight blocked goroutines of Pebble's stay in
+//     the process after [World.Finish], until the test binary exits, and
+//     make every later step-mode dump of the process longer.
 package sim

@@ -305,6 +305,18 @@ func TestEngineOptionsKeepTheWorldsOwn(t *testing.T) {
 	}
 }
 
+// TestT0IsTheWorldsOwn checks that assigning to sim.T0 does not move where
+// worlds start, nor desynchronise a world from itself.
+func TestT0IsTheWorldsOwn(t *testing.T) {
+	start := sim.T0
+	sim.T0 = start.Add(time.Hour)
+	defer func() { sim.T0 = start }()
+	w := sim.New(1, sim.WithT(t))
+	if !w.Now().Equal(start) {
+		t.Fatalf("the world starts at %v after T0 was assigned, want %v", w.Now(), start)
+	}
+}
+
 // TestNewInSynctestBubbleFails checks that a world built inside a
 // testing/synctest bubble fails at once, saying why, instead of hanging
 // until go test's timeout at its first quiescent point in step mode.

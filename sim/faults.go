@@ -61,6 +61,11 @@ func SlowDisk(mean, limit time.Duration) Option {
 // the enqueue that hit the fault is never acknowledged (a maybe), and the
 // world crashes and reopens on an image taken after the fail-stop, as a
 // supervisor restarting the process would.
+//
+// The fail-stopped instance is abandoned with its Pebble store open: the
+// engine makes no further call into it, Close included (RL-2). Its
+// goroutines (about eight, all blocked) stay in the process after
+// [World.Finish], until the test binary exits.
 func (w *World) DiskFault(handler string, payload any) {
 	if tb := w.cfg.tb; tb != nil {
 		tb.Helper()

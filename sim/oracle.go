@@ -19,16 +19,15 @@ import (
 	"github.com/quire-dev/quire/shutdown"
 )
 
-// Ack is what the oracle knows of a transition: acknowledged to the
+// ack is what the oracle knows of a transition: acknowledged to the
 // caller, maybe (submitted, unanswered when the instance died), or never
 // submitted.
-type Ack uint8
+type ack uint8
 
-// Ack values.
 const (
-	Never Ack = iota
-	Maybe
-	Acked
+	never ack = iota
+	maybe
+	acked
 )
 
 // oracle is a plain-Go model fed only what the engine acknowledged: the
@@ -59,8 +58,8 @@ type oracle struct {
 	shown []string
 	st    *replay.State
 
-	jobs map[string]Ack
-	wfs  map[string]Ack
+	jobs map[string]ack
+	wfs  map[string]ack
 
 	avail      map[string]int64  // job -> earliest start
 	open       map[string]uint64 // job -> open attempt token
@@ -117,7 +116,7 @@ func (o *oracle) checkCalls() {
 }
 
 func newOracle() *oracle {
-	o := &oracle{jobs: map[string]Ack{}, wfs: map[string]Ack{}}
+	o := &oracle{jobs: map[string]ack{}, wfs: map[string]ack{}}
 	o.reset()
 	return o
 }
@@ -146,8 +145,8 @@ func (o *oracle) first() string {
 	return o.violations[0]
 }
 
-func (o *oracle) ackJob(id string)      { o.jobs[id] = Acked }
-func (o *oracle) ackWorkflow(id string) { o.wfs[id] = Acked }
+func (o *oracle) ackJob(id string)      { o.jobs[id] = acked }
+func (o *oracle) ackWorkflow(id string) { o.wfs[id] = acked }
 
 // crashed and stopped note that the instance ended. Every call of the sim
 // driver returns before a crash, so there are no maybes among API calls;
@@ -548,7 +547,7 @@ func sortedSeqKeys(m map[string]uint64) []string {
 	return out
 }
 
-func sortedKeys(m map[string]Ack) []string {
+func sortedKeys(m map[string]ack) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
 		out = append(out, k)

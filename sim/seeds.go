@@ -169,7 +169,7 @@ func sameBody(a, b record.Record) bool {
 
 // describe prints a record for a divergence report, cut at 500 bytes.
 func describe(r record.Record) string {
-	s := fmt.Sprintf("seq %d at T0+%v %s %s %+v", r.Seq, time.Unix(0, r.At).Sub(T0), r.Stream, r.Kind(), r.Body)
+	s := fmt.Sprintf("seq %d at T0+%v %s %s %+v", r.Seq, time.Unix(0, r.At).Sub(t0), r.Stream, r.Kind(), r.Body)
 	if len(s) > 500 {
 		s = s[:500] + "..."
 	}

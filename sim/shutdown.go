@@ -199,7 +199,7 @@ func (w *World) awaitShutdown() {
 			next, ok = t, true
 		}
 		if !ok {
-			w.fail("shutdown stuck at %v: nothing left to fire", now.Sub(T0))
+			w.fail("shutdown stuck at %v: nothing left to fire", now.Sub(t0))
 			return
 		}
 		if !next.After(now) {

@@ -180,7 +180,7 @@ func (w *World) At(offset time.Duration, what string, f func(w *World)) {
 		return
 	}
 	w.evSeq++
-	heap.Push(&w.events, &event{at: T0.Add(offset), seq: w.evSeq, what: what, f: f})
+	heap.Push(&w.events, &event{at: t0.Add(offset), seq: w.evSeq, what: what, f: f})
 }
 
 // Run advances the clock through every scheduled event, in (instant,
@@ -235,7 +235,7 @@ func (w *World) AdvanceTo(target time.Time) {
 		if stops >= w.cfg.stopsMax {
 			w.fail("advance to T0+%v: still at T0+%v after %d stops (the AdvanceStopsMax bound): "+
 				"the clock stops at every timer, so it never jumps to the target; raise the bound with sim.AdvanceStopsMax, "+
-				"or Jump if firing timers late is what the test means", target.Sub(T0), now.Sub(T0), stops)
+				"or Jump if firing timers late is what the test means", target.Sub(t0), now.Sub(t0), stops)
 			return
 		}
 		next := target
@@ -249,7 +249,7 @@ func (w *World) AdvanceTo(target time.Time) {
 			next = w.events[0].at
 		}
 		if next.After(now) {
-			w.step(fmt.Sprintf("clock %s", next.Sub(T0)), func() { w.clk.Advance(next.Sub(now)) })
+			w.step(fmt.Sprintf("clock %s", next.Sub(t0)), func() { w.clk.Advance(next.Sub(now)) })
 		}
 		for !w.Failed() && w.events.Len() > 0 && !w.events[0].at.After(w.clk.Now()) {
 			ev := heap.Pop(&w.events).(*event)
@@ -355,7 +355,8 @@ func (w *World) CrashWith(pct int) {
 // shutdown waits for parked work, see [World.Take]) and audits the journal
 // it leaves. Work still parked then is ended as a process exit would end
 // it, and so is the engine of a world that has failed. [WithT] worlds
-// call Finish when the test ends.
+// call Finish when the test ends. The engine instances a [World.DiskFault]
+// fail-stopped keep their Pebble goroutines after Finish (see there).
 //
 // Finish may be called more than once; later calls return the world's
 // first failure, or nil. Every other step and engine accessor fails the

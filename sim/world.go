@@ -21,8 +21,15 @@ import (
 	"github.com/quire-dev/quire/journal/record"
 )
 
-// T0 is the instant every simulated world's clock starts at.
-var T0 = time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
+// T0 is the instant every simulated world's clock starts at, for tests
+// to compute instants from ([World.At] takes offsets from it). It is a
+// variable only because Go has no time.Time constants: do not assign to
+// it. Worlds read their own copy, so an assignment changes what the test
+// computes, not where the worlds start.
+var T0 = t0
+
+// t0 is the instant worlds start at; [T0] is its exported copy.
+var t0 = time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
 
 // Dir is the journal directory on the world's in-memory filesystem.
 const Dir = "db"
@@ -220,7 +227,7 @@ func New(seed uint64, opts ...Option) *World {
 		seed:    seed,
 		ctx:     context.Background(),
 		fs:      vfs.NewCrashableMem(),
-		clk:     clocktest.New(T0),
+		clk:     clocktest.New(t0),
 		work:    rand.New(rand.NewPCG(seed, purposeWorkload)),
 		crashes: rand.New(rand.NewPCG(seed, purposeCrash)),
 		images:  rand.New(rand.NewPCG(seed, purposeImage)),
@@ -278,7 +285,7 @@ func (w *World) cleanup() {
 			last = fmt.Sprintf("%q", w.steps[n-1].What)
 		}
 		tb.Errorf("sim seed 0x%x, step %d (%s): the test failed (last step: %s)\n%s",
-			w.seed, len(w.steps), w.Now().Sub(T0), last, w.report(len(w.steps)))
+			w.seed, len(w.steps), w.Now().Sub(t0), last, w.report(len(w.steps)))
 	}
 	w.closeEngine()
 }
@@ -437,7 +444,7 @@ func (w *World) failKind(n int, kind error, format string, args ...any) {
 	}
 	cause := fmt.Errorf(format, args...)
 	w.err = &failure{
-		msg:   fmt.Sprintf("sim seed 0x%x, step %d (%s): %s", w.seed, n, w.Now().Sub(T0), cause),
+		msg:   fmt.Sprintf("sim seed 0x%x, step %d (%s): %s", w.seed, n, w.Now().Sub(t0), cause),
 		kind:  kind,
 		cause: cause,
 	}
@@ -768,7 +775,7 @@ func (w *World) check(what string) {
 		w.lastDig = dig
 	}
 	h := fnv.New64a()
-	fmt.Fprintf(h, "%016x|%s|%d|%x", w.trace, what, w.clk.Now().Sub(T0), w.lastDig)
+	fmt.Fprintf(h, "%016x|%s|%d|%x", w.trace, what, w.clk.Now().Sub(t0), w.lastDig)
 	recs := w.orc.recs
 	// An audit re-reads the journal after a crash: the records it finds
 	// keep the acknowledged ones (or it fails), so mixed never passes them.
