@@ -27,6 +27,14 @@ func (c *eventsCmd) Help() string {
 	return `Lists records in seq order, one per line: seq, append time, stream, kind and the
 body's fields. Every known kind is shown; instants in bodies are absolute.
 
+A record that fails its checks and that the journal's index attributes to one job's or
+workflow's stream is read past, as the engine's Open reads past it: it is listed with its
+seq, the stream the index names, kind unknown and the damage (in JSON "at" and "body" are
+null, and "damaged" holds its seq, stream and reason), the records after it follow, and
+events exits 1. Its kind and time cannot be read: --kind and --until never leave it out,
+and --since only when the next sound record is before T. Damage that leaves the order in
+doubt ends the listing with exit 2, as it refuses Open.
+
 Kinds: ` + kindNames() + `
 
 Examples:
@@ -107,6 +115,7 @@ type eventPrinter struct {
 	seqW    int
 	printed int
 	header  bool
+	damaged []*damage // the damaged records printed, over every pass
 }
 
 // head prints the header of the human listing once, even when no record
@@ -130,6 +139,50 @@ func (p *eventPrinter) print(r record.Record) error {
 	line := kindLine(r, recordOpts{tf: fmtTime, stream: r.Stream})
 	_, err := fmt.Fprintf(p.w, "%*d  %-24s  %-30s  %-26s  %s\n", p.seqW, r.Seq, fmtTime(r.At), r.Stream, r.Kind(), line)
 	return err
+}
+
+// printDamaged prints the row of a record that failed its checks: its seq,
+// the stream the s/ index names, kind unknown, and the damage. Its time
+// and body cannot be read.
+func (p *eventPrinter) printDamaged(d *damage) error {
+	p.damaged = append(p.damaged, d)
+	if p.json {
+		return emit(p.w, object{
+			{"type", "record"}, {"seq", d.Seq}, {"at", nil}, {"stream", d.Stream},
+			{"kind", kindUnknown}, {"body", nil}, {"damaged", d.json()},
+		})
+	}
+	if err := p.head(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(p.w, "%*d  %-24s  %-30s  %-26s  %s\n", p.seqW, d.Seq, "-", d.Stream, kindUnknown, "damaged: "+d.Reason)
+	return err
+}
+
+// kindUnknown is the kind events shows for a damaged record.
+const kindUnknown = "unknown"
+
+// damagedFinding is the finding of a listing that showed damaged records,
+// or nil.
+func damagedFinding(dir string, ds []*damage) error {
+	if len(ds) == 0 {
+		return nil
+	}
+	const shown = 3
+	var parts []string
+	for i, d := range ds {
+		if i == shown {
+			parts = append(parts, fmt.Sprintf("%d more", len(ds)-shown))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("seq %d of %s", d.Seq, d.Stream))
+	}
+	streams := "that stream"
+	if len(ds) > 1 {
+		streams = "those streams"
+	}
+	return findingErr("%s has damaged records, listed with kind unknown (%s); the engine sets %s aside at open; qctl verify %s lists every problem",
+		dir, strings.Join(parts, ", "), streams, dir)
 }
 
 func (c *eventsCmd) Run(x *runCtx) error {
@@ -156,7 +209,8 @@ func (c *eventsCmd) Run(x *runCtx) error {
 	for polled := false; c.Limit == 0 || p.printed < c.Limit; polled = true {
 		if polled {
 			if err := x.env.WaitFunc(x.ctx); err != nil {
-				return nil // interrupted: a normal end of --follow
+				// Interrupted: a normal end of --follow.
+				return damagedFinding(x.dir, p.damaged)
 			}
 		}
 		n, err := c.once(x, flt, p, next, to)
@@ -170,13 +224,16 @@ func (c *eventsCmd) Run(x *runCtx) error {
 		if err == nil {
 			err = p.head()
 		}
-		if err != nil || !c.Follow {
+		if err != nil {
 			return err
+		}
+		if !c.Follow {
+			return damagedFinding(x.dir, p.damaged)
 		}
 		warned = false
 		next = n
 	}
-	return nil
+	return damagedFinding(x.dir, p.damaged)
 }
 
 // isLocked reports whether err is openJournal's refusal of a directory an
@@ -207,38 +264,22 @@ func (c *eventsCmd) once(x *runCtx, flt *eventFilter, p *eventPrinter, from, to 
 		}
 		from = s
 	}
-	next := from
-	handle := func(r record.Record) (bool, error) {
-		next = r.Seq + 1
-		if r.Seq > to || (flt.hasUntil && r.At >= flt.until) {
-			return false, nil
-		}
-		if !flt.match(r) {
-			return true, nil
-		}
-		if err := p.print(r); err != nil {
-			return false, err
-		}
-		p.printed++
-		return c.Limit == 0 || p.printed < c.Limit, nil
-	}
+	e := &eventPass{flt: flt, p: p, limit: c.Limit, from: from, to: to, next: from}
 	if c.Stream != "" {
-		it := j.ScanStream(c.Stream, from)
-		defer it.Close()
-		for it.Next() {
-			more, err := handle(it.Record())
-			if err != nil || !more {
-				return next, err
-			}
+		if err := e.stream(j, c.Stream); err != nil {
+			return e.next, err
 		}
-		if err := it.Err(); err != nil {
-			return next, readError(j, err)
-		}
-		return max(next, last+1), nil
+		return max(e.next, last+1), nil
 	}
 	stop := errors.New("stop")
 	err = x.scan(j, "events", from, to, func(it *journal.Iter) error {
-		more, err := handle(it.Record())
+		var more bool
+		var err error
+		if ce := it.Damaged(); ce != nil {
+			more, err = e.damaged(corruptDamage(ce))
+		} else {
+			more, err = e.record(it.Record())
+		}
 		if err != nil {
 			return err
 		}
@@ -247,25 +288,168 @@ func (c *eventsCmd) once(x *runCtx, flt *eventFilter, p *eventPrinter, from, to 
 		}
 		return nil
 	})
-	if err != nil && err != stop {
-		return next, err
+	switch {
+	case err == stop:
+		return e.next, nil
+	case err != nil:
+		return e.next, err
 	}
-	return next, nil
+	_, err = e.flush()
+	return e.next, err
 }
 
-// seekTime returns the first seq in lo..hi whose record was appended at or
-// after at (hi+1 if none), by binary search over Get.
+// eventPass is one pass of events over from..to: it hands the records the
+// filters select to the printer.
+//
+// A record that fails its checks and that the journal attributes to one
+// stream is read past, as the engine's Open reads past it
+// (spec/reliability.md §4.4), and listed whatever --kind says (its kind
+// cannot be read; RL-5: damage is reported, never skipped). Its time
+// cannot be read either, but At never goes back (RL-9): it lies between
+// the times of the sound records around it. So it is held until the next
+// sound record: if that one is before --since, so is the damaged one, and
+// it is left out; otherwise it is printed. --until does not leave it out:
+// the listing stops at the first sound record at or after --until, and
+// the damaged records before that one may be earlier.
+type eventPass struct {
+	flt      *eventFilter
+	p        *eventPrinter
+	limit    int
+	from, to uint64
+	next     uint64    // the seq to continue from
+	pending  []*damage // damaged records not printed yet, in seq order
+}
+
+// more reports whether the listing has room for another row.
+func (e *eventPass) more() bool { return e.limit == 0 || e.p.printed < e.limit }
+
+// record takes sound record r and reports whether to go on.
+func (e *eventPass) record(r record.Record) (bool, error) {
+	if r.Seq < e.from {
+		return true, nil // read only to start the scan's chain check (scanLog)
+	}
+	// r bounds the time of the damaged records before it.
+	if r.At < e.flt.since {
+		e.pending = e.pending[:0]
+	} else if more, err := e.flush(); err != nil || !more {
+		return more, err
+	}
+	e.next = r.Seq + 1
+	if r.Seq > e.to || (e.flt.hasUntil && r.At >= e.flt.until) {
+		return false, nil
+	}
+	if !e.flt.match(r) {
+		return true, nil
+	}
+	if err := e.p.print(r); err != nil {
+		return false, err
+	}
+	e.p.printed++
+	return e.more(), nil
+}
+
+// damaged takes the damage of a record the scan read past and reports
+// whether to go on.
+func (e *eventPass) damaged(d *damage) (bool, error) {
+	if d.Seq < e.from {
+		return true, nil // read only to start the scan's chain check (scanLog)
+	}
+	if d.Seq > e.to {
+		_, err := e.flush()
+		return false, err
+	}
+	e.next = d.Seq + 1
+	e.pending = append(e.pending, d)
+	return true, nil
+}
+
+// flush prints the damaged records held, as far as the limit allows, and
+// reports whether the listing has room for more.
+func (e *eventPass) flush() (bool, error) {
+	for len(e.pending) > 0 {
+		if !e.more() {
+			return false, nil
+		}
+		d := e.pending[0]
+		e.pending = e.pending[1:]
+		if err := e.p.printDamaged(d); err != nil {
+			return false, err
+		}
+		e.p.printed++
+	}
+	return e.more(), nil
+}
+
+// stream lists the records of stream from e.from on, through the s/
+// index. A record of the stream that fails its own checks ends a stream
+// scan; when the journal's quarantining scan of the log would read past
+// it (see [streamDamage]), it is listed as damaged and the scan goes on
+// after it.
+func (e *eventPass) stream(j *journal.Journal, stream string) error {
+	for from := e.from; ; {
+		it := j.ScanStream(stream, from)
+		more, err := true, error(nil)
+		for more && err == nil && it.Next() {
+			more, err = e.record(it.Record())
+		}
+		serr := it.Err()
+		it.Close()
+		switch {
+		case err != nil || !more:
+			return err
+		case serr == nil:
+			_, err = e.flush()
+			return err
+		}
+		ce, ok := streamDamage(serr)
+		if !ok {
+			return readError(j, serr)
+		}
+		if more, err := e.damaged(corruptDamage(ce)); err != nil || !more {
+			return err
+		}
+		from = ce.Seq + 1
+	}
+}
+
+// streamDamage returns the damage that ended a stream scan when the
+// journal's quarantining scan of the log reads past such damage
+// (journal.ScanQuarantining): a record that fails its own checks (§4.2),
+// attributed through its s/ index entry to a stream other than the
+// engine's, and not refused whole for its size. Anything else leaves the
+// order in doubt, and ends the listing as it ends Open (§4.4).
+func streamDamage(err error) (*journal.CorruptError, bool) {
+	var (
+		ce *journal.CorruptError
+		re *record.RecordError
+	)
+	if !errors.As(err, &ce) || !errors.As(err, &re) || re.Op == "size" ||
+		ce.Seq == 0 || ce.File != "" || ce.Stream == "" || ce.Stream == record.EngineStream {
+		return nil, false
+	}
+	return ce, true
+}
+
+// seekTime returns the first seq in lo..hi whose record may have been
+// appended at or after at (hi+1 if none), by binary search over Get. A
+// record that fails its checks may have been: its time cannot be read.
+// The search then lands no later than it should (the records before lo
+// are sound ones before at, or damaged ones before those), and the scan
+// sorts the rest (see [eventPass]) or refuses the damage.
 func seekTime(j *journal.Journal, lo, hi uint64, at int64) (uint64, error) {
 	end := hi + 1
 	for lo < end {
 		mid := lo + (end-lo)/2
 		r, err := j.Get(mid)
-		if err != nil {
-			return 0, err
-		}
-		if r.At >= at {
+		var ce *journal.CorruptError
+		switch {
+		case errors.As(err, &ce) && ce.Seq == mid && ce.File == "":
 			end = mid
-		} else {
+		case err != nil:
+			return 0, err
+		case r.At >= at:
+			end = mid
+		default:
 			lo = mid + 1
 		}
 	}

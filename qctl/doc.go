@@ -23,18 +23,20 @@
 // one job's or workflow's stream sets that stream aside
 // (spec/reliability.md §4.4). They print the other streams in full and
 // that stream's jobs and workflow with status corrupt, as of its last
-// good record; inspect lists what was set aside, and they exit 1. Damage
-// that leaves the order in doubt (in the engine's stream, a missing
-// record, a record the index does not name, a chain broken between two
-// sound records) refuses the journal, as Open does.
+// good record; inspect lists what was set aside, and they exit 1. events,
+// which lists records without replaying them, reads past such a record
+// through the same scan, lists it with kind unknown and the damage, and
+// exits 1 too. Damage that leaves the order in doubt (in the engine's
+// stream, a missing record, a record the index does not name, a chain
+// broken between two sound records) refuses the journal, as Open does.
 //
 // Exit codes are stable: [ExitOK] (0); [ExitFindings] (1: verify found a
-// problem, replay refused a record or set a damaged stream aside, or a
-// show or state request found nothing); [ExitUsage] (2: bad arguments, or
-// input that cannot be read: a missing directory, a file, a directory
-// that holds no journal, a newer format, a directory locked by an engine
-// or another qctl, corruption met outside verify that no stream can be
-// set aside for).
+// problem, replay refused a record or set a damaged stream aside, events
+// listed a damaged record, or a show or state request found nothing);
+// [ExitUsage] (2: bad arguments, or input that cannot be read: a missing
+// directory, a file, a directory that holds no journal, a newer format, a
+// directory locked by an engine or another qctl, corruption met outside
+// verify that no stream can be set aside for).
 //
 // # Usage
 //

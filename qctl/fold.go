@@ -183,19 +183,27 @@ func (e eraseFirst) Write(b []byte) (int, error) {
 	return e.w.Write(b)
 }
 
-// scan calls fn for every record of the log from..to, with progress. A
-// journal error (corruption) ends the scan and is returned as an
+// scan calls fn for every record of the log from..to, with progress. It
+// reads past a record that fails its checks and that the journal
+// attributes to one stream, as the engine's Open does
+// (spec/reliability.md §4.4): fn sees it with [journal.Iter.Damaged] set.
+// fn may also see damaged records before from (see [scanLog]). Damage
+// that leaves the order in doubt ends the scan and is returned as an
 // *exitError naming seq and stream; fn's error is returned as is.
 func (x *runCtx) scan(j *journal.Journal, label string, from, to uint64, fn func(it *journal.Iter) error) error {
 	p := x.progress(label, min(to, j.LastSeq()))
 	defer p.done()
-	it := j.Scan(from, to)
+	it := scanLog(j, from, to)
 	defer it.Close()
 	for it.Next() {
 		if err := fn(it); err != nil {
 			return err
 		}
-		p.step(it.Record().Seq)
+		if d := it.Damaged(); d != nil {
+			p.step(d.Seq)
+		} else {
+			p.step(it.Record().Seq)
+		}
 		if err := x.ctx.Err(); err != nil {
 			return usageErr("interrupted: %v", err)
 		}
@@ -204,6 +212,25 @@ func (x *runCtx) scan(j *journal.Journal, label string, from, to uint64, fn func
 		return readError(j, err)
 	}
 	return nil
+}
+
+// scanLog returns the journal's quarantining scan of the log from..to.
+// The scan checks the chain against record from-1 before it starts, and
+// fails when that record is damaged, although a scan from earlier would
+// read past it. It then starts at that record instead (one further back
+// for each damaged record before it), whose chain check with the record
+// after it is skipped as for any damaged record; callers pass over the
+// records before from.
+func scanLog(j *journal.Journal, from, to uint64) *journal.Iter {
+	for {
+		it := j.ScanQuarantining(from, to)
+		var ce *journal.CorruptError
+		if from <= 1 || !errors.As(it.Err(), &ce) || ce.Seq != from-1 || ce.File != "" {
+			return it
+		}
+		it.Close()
+		from--
+	}
 }
 
 // readError is the message of a journal read that failed.

@@ -22,8 +22,8 @@ const (
 	// a defect, inspect met a record replay refuses, a command that
 	// replays the log set a stream with a damaged record aside
 	// (spec/reliability.md §4.4; its output is complete, with that
-	// stream's jobs and workflow as corrupt), or show or state found
-	// nothing for the request.
+	// stream's jobs and workflow as corrupt), events listed a damaged
+	// record, or show or state found nothing for the request.
 	ExitFindings = 1
 	// ExitUsage means bad arguments or input that cannot be read,
 	// including damage that leaves the journal's order in doubt, which the
@@ -93,12 +93,14 @@ Engine.Checkpoint(dir) and point qctl at the checkpoint.
 A record that fails its checks and that the journal's index attributes to
 one job's or workflow's stream sets that stream aside, as the engine does
 at open: commands that replay the log show its jobs and workflow as
-corrupt, the other streams in full, and exit 1. Damage that leaves the
-order in doubt refuses the journal (exit 2), as it refuses the engine's
-Open.
+corrupt, the other streams in full, and exit 1; events lists the record
+with kind unknown, then the records after it, and exits 1. Damage that
+leaves the order in doubt refuses the journal (exit 2), as it refuses the
+engine's Open.
 
 Exit codes: 0 ok, 1 findings (verify found a problem, replay refused a
-record or set a damaged stream aside, show or state found nothing), 2
+record or set a damaged stream aside, events listed a damaged record,
+show or state found nothing), 2
 usage or unreadable input (a missing or locked directory, no journal, a
 newer format, corruption outside verify that no stream can be set aside
 for).

@@ -26,23 +26,33 @@ type damage struct {
 }
 
 func damageOf(q *replay.Quarantine) *damage {
-	d := &damage{Seq: q.Seq, Stream: q.Stream}
 	var ce *journal.CorruptError
 	if errors.As(q.Err, &ce) && ce.Seq == q.Seq {
-		d.Reason, d.Short = ce.Reason, ce.Reason
-		if ce.Err != nil {
-			// A record check's error names its check first, as verify
-			// shows it: "checksum record seq 10: ...".
-			d.Reason = firstLine(ce.Err)
-			if !strings.HasPrefix(d.Reason, ce.Reason) {
-				d.Reason = ce.Reason + ": " + d.Reason
-			}
-		}
-	} else if q.Err != nil {
+		d := corruptDamage(ce)
+		d.Stream = q.Stream
+		return d
+	}
+	d := &damage{Seq: q.Seq, Stream: q.Stream}
+	if q.Err != nil {
 		// A sound record that no longer applied after an earlier
 		// quarantine: replay's error says why.
 		d.Reason = firstLine(q.Err)
 		d.Short, _, _ = strings.Cut(d.Reason, ": ")
+	}
+	return d
+}
+
+// corruptDamage is the damage of a record that failed its checks, as
+// the journal reports it: ce's stream is the one the s/ index names.
+func corruptDamage(ce *journal.CorruptError) *damage {
+	d := &damage{Seq: ce.Seq, Stream: ce.Stream, Reason: ce.Reason, Short: ce.Reason}
+	if ce.Err != nil {
+		// A record check's error names its check first, as verify
+		// shows it: "checksum record seq 10: ...".
+		d.Reason = firstLine(ce.Err)
+		if !strings.HasPrefix(d.Reason, ce.Reason) {
+			d.Reason = ce.Reason + ": " + d.Reason
+		}
 	}
 	return d
 }

@@ -1,10 +1,13 @@
 package qctl_test
 
 import (
+	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -75,6 +78,7 @@ func TestRL5_QuarantineGolden(t *testing.T) {
 		{"quarantine_show_wf", []string{"-d", fixtureDir, "show", wfNightly}},
 		{"quarantine_show_step", []string{"-d", fixtureDir, "show", stepSync}},
 		{"quarantine_state", []string{"state", fixtureDir}},
+		{"quarantine_events", []string{"-d", fixtureDir, "events", "--from", "32", "--to", "36"}},
 	} {
 		for _, asJSON := range []bool{false, true} {
 			name, args := c.name, c.args
@@ -310,8 +314,8 @@ func TestRL5_DamagedFirstRecord(t *testing.T) {
 
 // TestRL5_UnattributableDamageRefuses: the damage spec/reliability.md
 // §4.4 has the engine's Open refuse, because the order itself is in
-// doubt, makes every command that replays the log refuse the journal
-// (exit 2, naming the seq), while verify reports it (exit 1): damage in
+// doubt, makes every command that replays the log, and events, refuse the
+// journal (exit 2, naming the seq), while verify reports it (exit 1): damage in
 // the engine's stream, a missing record, a damaged record the s/ index
 // does not name, a sound record it does not name, and a chain broken
 // between two records that each pass their checks (RL-5).
@@ -353,6 +357,7 @@ func TestRL5_UnattributableDamageRefuses(t *testing.T) {
 				{"inspect", fixtureDir}, {"--json", "inspect", fixtureDir}, {"state", fixtureDir},
 				{"-d", fixtureDir, "jobs"}, {"-d", fixtureDir, "workflows"}, {"-d", fixtureDir, "timers"},
 				{"-d", fixtureDir, "deadlines"}, {"-d", fixtureDir, "show", jobRunning},
+				{"-d", fixtureDir, "events"}, {"--json", "-d", fixtureDir, "events"},
 			} {
 				wantExit(t, fs, qctl.ExitUsage, says, args...)
 			}
@@ -375,4 +380,195 @@ func TestRL5_VerifyNamesQuarantinedDamage(t *testing.T) {
 		t.Fatalf("verify: exit %d, ok %v", code, ok)
 	}
 	wantProblem(t, probs, "records", damagedSeq, wfNightly)
+}
+
+// eventRow is a line of events --json.
+type eventRow struct {
+	Type    string  `json:"type"`
+	Seq     uint64  `json:"seq"`
+	At      *string `json:"at"`
+	Stream  string  `json:"stream"`
+	Kind    string  `json:"kind"`
+	Body    any     `json:"body"`
+	Damaged *struct {
+		Seq    uint64 `json:"seq"`
+		Stream string `json:"stream"`
+		Reason string `json:"reason"`
+	} `json:"damaged"`
+}
+
+// eventRows parses the output of events --json.
+func eventRows(t *testing.T, out string) []eventRow {
+	t.Helper()
+	var rows []eventRow
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if line == "" {
+			continue
+		}
+		var r eventRow
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("%v: %s", err, line)
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+// TestRL5_EventsReadsPastDamage: events lists a journal with a damaged
+// record that the journal attributes to one stream as the engine's Open
+// reads it (spec/reliability.md §4.4): a row for the damaged record, with
+// its seq, the stream the s/ index names, kind unknown and the damage, in
+// text and JSON, and every other record exactly as on the sound journal;
+// then it exits 1 and points at verify (RL-5: reported, never skipped).
+func TestRL5_EventsReadsPastDamage(t *testing.T) {
+	t.Parallel()
+	sound, fs := fixture(t), damagedFixture(t, damagedSeq)
+	for _, asJSON := range []bool{false, true} {
+		args := []string{"-d", fixtureDir, "events"}
+		if asJSON {
+			args = append([]string{"--json"}, args...)
+		}
+		code, stdout, stderr := run(t, fs, args...)
+		if code != qctl.ExitFindings || !strings.Contains(stderr, "seq 34 of "+wfNightly) || !strings.Contains(stderr, "qctl verify db lists every problem") {
+			t.Fatalf("qctl %s: exit %d, stderr %q", strings.Join(args, " "), code, stderr)
+		}
+		_, want, _ := run(t, sound, args...)
+		got, wantLines := strings.Split(stdout, "\n"), strings.Split(want, "\n")
+		if len(got) != len(wantLines) {
+			t.Fatalf("qctl %s: %d lines on the damaged journal, %d on the sound one:\n%s", strings.Join(args, " "), len(got), len(wantLines), stdout)
+		}
+		for i := range got {
+			damaged := strings.HasPrefix(got[i], " 34  ") || strings.HasPrefix(got[i], `{"type":"record","seq":34,`)
+			if !damaged && got[i] != wantLines[i] {
+				t.Errorf("qctl %s: line %d reads\n%s\non the damaged journal,\n%s\non the sound one", strings.Join(args, " "), i+1, got[i], wantLines[i])
+			}
+			if damaged && !asJSON {
+				if f := strings.Fields(got[i]); len(f) < 6 || f[1] != "-" || f[2] != wfNightly || f[3] != "unknown" || f[4] != "damaged:" || !strings.HasPrefix(strings.Join(f[5:], " "), "checksum record seq 34: ") {
+					t.Errorf("events: the row of the damaged record reads %q", got[i])
+				}
+			}
+		}
+		if !asJSON {
+			continue
+		}
+		var row *eventRow
+		for _, r := range eventRows(t, stdout) {
+			if r.Seq == damagedSeq {
+				row = &r
+			}
+		}
+		if row == nil || row.Type != "record" || row.At != nil || row.Stream != wfNightly || row.Kind != "unknown" || row.Body != nil ||
+			row.Damaged == nil || row.Damaged.Seq != damagedSeq || row.Damaged.Stream != wfNightly || !strings.HasPrefix(row.Damaged.Reason, "checksum record seq 34: ") {
+			t.Errorf("events --json: the damaged record reads %+v", row)
+		}
+	}
+}
+
+// TestRL5_EventsFiltersDamage: the filters keep the damaged record
+// whenever it may match (RL-5: damage is reported, never skipped): its
+// kind cannot be read, so --kind keeps it; its time cannot be read, but
+// At never goes back, so --since leaves it out only when the next sound
+// record is before T, and --until never does. --stream reads past it in
+// the stream's own scan; a range that starts after it does not show it,
+// though the scan's chain check starts there (spec/reliability.md §4.4).
+func TestRL5_EventsFiltersDamage(t *testing.T) {
+	t.Parallel()
+	fs := damagedFixture(t, damagedSeq) // 33 at 10:01:31, 34 damaged, 35 at 10:02:30
+	seqs := func(lo, hi uint64) []uint64 {
+		var out []uint64
+		for s := lo; s <= hi; s++ {
+			out = append(out, s)
+		}
+		return out
+	}
+	for _, c := range []struct {
+		args []string
+		want []uint64
+	}{
+		{[]string{"--kind", "job_buried"}, []uint64{34, 37}},
+		{[]string{"--stream", wfNightly}, seqs(31, 39)},
+		{[]string{"--stream", wfNightly, "--from", "35"}, seqs(35, 39)},
+		{[]string{"--stream", jobRunning}, []uint64{65, 66}},
+		{[]string{"--from", "35", "--to", "36"}, []uint64{35, 36}},
+		{[]string{"--from", "30", "--to", "33"}, seqs(30, 33)},
+		{[]string{"--from", "33", "--limit", "2"}, []uint64{33, 34}},
+		{[]string{"--since", "2026-01-05T10:01:35Z", "--limit", "2"}, []uint64{34, 35}},
+		{[]string{"--since", "2026-01-05T10:02:30Z", "--limit", "2"}, []uint64{34, 35}},
+		{[]string{"--since", "2026-01-05T10:02:31Z", "--limit", "2"}, []uint64{39, 40}},
+		{[]string{"--stream", wfNightly, "--since", "2026-01-05T10:02:31Z"}, []uint64{39}},
+		{[]string{"--from", "30", "--until", "2026-01-05T10:01:35Z"}, seqs(30, 34)},
+		{[]string{"--from", "30", "--until", "2026-01-05T10:01:31Z"}, seqs(30, 32)},
+	} {
+		args := append([]string{"--json", "-d", fixtureDir, "events"}, c.args...)
+		code, stdout, stderr := run(t, fs, args...)
+		var got []uint64
+		damaged := false
+		for _, r := range eventRows(t, stdout) {
+			got = append(got, r.Seq)
+			damaged = damaged || r.Damaged != nil
+		}
+		want := qctl.ExitOK
+		if slices.Contains(c.want, damagedSeq) {
+			want = qctl.ExitFindings
+		}
+		if code != want || !slices.Equal(got, c.want) || damaged != (want == qctl.ExitFindings) {
+			t.Errorf("qctl %s: exit %d, seqs %v; want exit %d, seqs %v; stderr %q", strings.Join(args, " "), code, got, want, c.want, stderr)
+		}
+	}
+
+	// Two damaged records in a row: the second, past --to, ends the
+	// listing, and the first is still listed.
+	fs = damagedFixture(t, damagedSeq)
+	editStore(t, fs, fixtureDir, func(db *pebble.DB) { flipRecord(t, db, damagedSeq+1) })
+	for _, args := range [][]string{
+		{"--json", "-d", fixtureDir, "events", "--stream", wfNightly, "--to", "34"},
+		{"--json", "-d", fixtureDir, "events", "--to", "34"},
+	} {
+		code, stdout, _ := run(t, fs, args...)
+		rows := eventRows(t, stdout)
+		if len(rows) == 0 || code != qctl.ExitFindings || rows[len(rows)-1].Seq != damagedSeq || rows[len(rows)-1].Damaged == nil {
+			t.Errorf("qctl %s: exit %d\n%s", strings.Join(args, " "), code, stdout)
+		}
+	}
+
+	// The engine's stream cannot be set aside: its damage ends a listing
+	// of that stream as it ends one of the log.
+	fs = damagedFixture(t, 40)
+	wantExit(t, fs, qctl.ExitUsage, "db is corrupt: journal: corrupt at seq 40", "-d", fixtureDir, "events", "--stream", engine)
+}
+
+// TestRL5_EventsFollowDamage: --follow lists a damaged record once, goes
+// on with the records appended later, also when the record before a poll's
+// first is damaged (the scan's chain check starts there), and exits 1 when
+// interrupted (RL-5, spec/reliability.md §4.4).
+func TestRL5_EventsFollowDamage(t *testing.T) {
+	t.Parallel()
+	fs := damagedFixture(t, damagedSeq)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	polls := 0
+	var out, errb bytes.Buffer
+	env := qctl.Env{Stdout: &out, Stderr: &errb, FS: fs, Now: fixtureNow, WaitFunc: func(ctx context.Context) error {
+		polls++
+		switch polls {
+		case 1:
+			appendDebug(t, fs, "FIRST")
+			// Seq 66 was listed sound; damaged now, it is the record
+			// before the next poll's first.
+			editStore(t, fs, fixtureDir, func(db *pebble.DB) { flipRecord(t, db, 66) })
+		default:
+			cancel()
+			return ctx.Err()
+		}
+		return nil
+	}}
+	code := qctl.Main(ctx, []string{"-d", fixtureDir, "events", "--follow", "--kind", "debug"}, env)
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if code != qctl.ExitFindings || len(lines) != 4 || !strings.HasPrefix(lines[1], " 34  ") || !strings.Contains(lines[1], " unknown ") ||
+		!strings.Contains(lines[2], "DEADLINE_HANDLER_FAILED") || !strings.HasPrefix(lines[3], " 67 ") || !strings.Contains(lines[3], "FIRST") {
+		t.Fatalf("follow: exit %d, stderr %q, printed:\n%s", code, errb.String(), out.String())
+	}
+	if !strings.Contains(errb.String(), "seq 34 of "+wfNightly) {
+		t.Errorf("follow: stderr %q", errb.String())
+	}
 }
