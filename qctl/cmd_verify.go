@@ -27,6 +27,11 @@ where the journal can tell. Damage found in a file (a table block that fails Peb
 checksum, a damaged WAL) names the file instead and stops verify: the checks it cut short
 read "incomplete", or "not run" when the journal could not be opened.
 
+A damaged record that the journal's index attributes to one job's or workflow's stream is
+a problem of the records check; replay sets that stream aside there, as the engine's Open
+does, and checks every other stream and the terminal index to the end. Snapshots taken
+after it cannot be compared with replay, which no longer holds that stream as they do.
+
 What verify cannot see: records lost from the end of the log. A WAL that was truncated or
 deleted leaves a shorter journal that is still a gap-free prefix, exactly what a crash
 before those records were synced leaves, so verify passes on it; only a copy made
@@ -38,7 +43,9 @@ the directory cannot be opened at all.
 
 With --json, each problem is a line {"type":"problem",...} (with "file" when it names
 one), then one {"type":"verify",...} line whose "checks" maps each check to true (it
-ran and holds), false (it found a problem) or null (it did not run or did not finish).
+ran and holds), false (it found a problem) or null (it did not run or did not finish),
+and whose "quarantined", when replay set streams aside, lists each one's seq, stream and
+reason.
 
 Examples:
   qctl verify data/journal
@@ -102,6 +109,8 @@ type verifier struct {
 	indexChecked  int64           // terminal-index entries checked against replay
 	snapsCompared int             // snapshots compared with replay
 	snapsStored   int             // snapshots stored, bad ones included
+	snapsSetAside int             // snapshots not compared: a stream was set aside before them
+	setAside      []*damage       // the streams replay set aside, by stream
 	stopped       bool            // damage stopped the passes: checks without a problem are incomplete
 
 	// snapFiled holds the journal.Verify problems that the replay pass
@@ -158,7 +167,11 @@ func (c *verifyCmd) Run(x *runCtx) error {
 		if ce := readDamage(j, jerr, rerr); ce != nil {
 			return x.verifyReport(j.Dir(), &verifier{stopped: true, problems: []problem{damageProblem(ce, "verify stopped there")}})
 		}
-		if rerr != nil {
+		var ee *exitError
+		switch {
+		case errors.As(rerr, &ee):
+			return rerr // interrupted
+		case rerr != nil:
 			return readError(j, rerr)
 		}
 		return readError(j, jerr)
@@ -166,7 +179,7 @@ func (c *verifyCmd) Run(x *runCtx) error {
 	// Problems in check order: the journal's first, then replay's.
 	out := &verifier{dropped: jv.rep.Dropped + v.dropped, rep: &jv.rep,
 		replayed: res.replayed, replayStop: res.replayStop, indexChecked: res.indexChecked,
-		snapsCompared: res.snapsCompared, snapsStored: res.snapsStored}
+		snapsCompared: res.snapsCompared, snapsStored: res.snapsStored, snapsSetAside: res.snapsSetAside, setAside: res.setAside}
 	for _, p := range jv.rep.Problems {
 		if res.snapFiled[problemKey{p.Seq, p.Reason}] {
 			continue // a bad snapshot: the replay pass filed it under snapshots
@@ -324,64 +337,107 @@ func (c *verifyCmd) replayPass(x *runCtx, j *journal.Journal, v *verifier) (*ver
 	}
 
 	// Replay: every record is a transition replay accepts; each completed
-	// job's terminal-index summary agrees with it.
+	// job's terminal-index summary agrees with it. It folds as the
+	// engine's Open does (replay.FoldQuarantining over the journal's
+	// quarantining scan): a damaged record that the journal attributes to
+	// one stream sets that stream aside, and the checks go on for every
+	// other stream (spec/reliability.md §4.4). The damage is a problem of
+	// the records check all the same (RL-5).
 	f := newFolder()
 	f.onJobEnd = func(job *replay.Job, r record.Record) func() {
-		res.indexChecked++
-		if p := checkSummary(j, job, r); p != nil {
-			v.add(*p)
+		p := checkSummary(j, job, r)
+		return func() { // r applied: its stream was not set aside
+			res.indexChecked++
+			if p != nil {
+				v.add(*p)
+			}
 		}
-		return nil
 	}
 	f.onWorkflowEnd = func(w *replay.Workflow, r record.Record) func() {
-		res.indexChecked++
-		if p := checkWorkflowSummary(j, w, r); p != nil {
-			v.add(*p)
+		p := checkWorkflowSummary(j, w, r)
+		return func() {
+			res.indexChecked++
+			if p != nil {
+				v.add(*p)
+			}
 		}
-		return nil
 	}
-	it := j.Scan(1, math.MaxUint64)
-	p := x.progress("verify", j.LastSeq())
-	for it.Next() {
+	var stream string // the stream of the last sound record read
+	// compare compares the state the fold reached with the snapshot at its
+	// seq, if there is one. After a stream was set aside it cannot: the
+	// snapshot holds that stream as it stood.
+	compare := func() {
+		seq := f.st.LastSeq
+		d, ok := digests[seq]
+		switch {
+		case !ok:
+			return
+		case len(f.st.Quarantined) > 0:
+			res.snapsSetAside++
+			return
+		}
+		res.snapsCompared++
+		if got := replay.Digest(f.st); got != d {
+			v.add(problem{Check: checkSnapshots, Seq: seq, Stream: stream,
+				Reason: fmt.Sprintf("snapshot differs from the replay of seqs 1..%d (digest %s, replay %s)", seq, short(d), short(got))})
+		}
+	}
+	s := x.foldScan(j, f, "verify", 1, math.MaxUint64)
+	s.each = func(it *journal.Iter) {
+		compare() // the fold took the record before this one
+		if it.Damaged() != nil {
+			return
+		}
 		r := it.Record()
+		stream = r.Stream
 		if b, ok := r.Body.(*record.WorkflowStarted); ok && b.IdempotencyKey != "" {
 			res.indexChecked++
 			if p := checkIdempotency(j, b, r); p != nil {
 				v.add(*p)
 			}
 		}
-		if err := f.apply(r); err != nil {
-			var ae *replay.ApplyError
-			if errors.As(err, &ae) {
-				v.add(problem{Check: checkReplay, Seq: ae.Seq, Stream: ae.Stream, Reason: fmt.Sprintf("%s: %v", ae.Kind, ae.Err)})
-			} else {
-				v.add(problem{Check: checkReplay, Seq: r.Seq, Stream: r.Stream, Reason: err.Error()})
-			}
-			res.replayStop = fmt.Sprintf("replay refused seq %d; later records were not replayed", r.Seq)
-			break
-		}
-		res.replayed = r.Seq
-		if _, ok := digests[r.Seq]; ok {
-			res.snapsCompared++
-		}
-		if d, ok := digests[r.Seq]; ok && replay.Digest(f.st) != d {
-			v.add(problem{Check: checkSnapshots, Seq: r.Seq, Stream: r.Stream,
-				Reason: fmt.Sprintf("snapshot differs from the replay of seqs 1..%d (digest %s, replay %s)", r.Seq, short(d), short(replay.Digest(f.st)))})
-		}
-		p.step(r.Seq)
 	}
-	p.done()
-	if err := it.Err(); err != nil {
+	_, ferr := replay.FoldQuarantining(f.st, s)
+	if ferr == nil {
+		compare()
+	}
+	s.close()
+	res.replayed = f.st.LastSeq
+	scanErr := s.Iter.Err()
+	switch {
+	case ferr == nil:
+	case s.err != nil:
+		return nil, s.err
+	case scanErr != nil:
 		var ce *journal.CorruptError
-		if errors.As(err, &ce) && !isFileDamage(err) {
-			v.add(problem{Check: checkRecords, Seq: ce.Seq, Stream: ce.Stream, Reason: ce.Reason})
-			res.replayStop = fmt.Sprintf("seq %d cannot be read; replay stopped there", ce.Seq)
-		} else {
-			it.Close()
-			return nil, err
+		if !errors.As(scanErr, &ce) || isFileDamage(scanErr) {
+			return nil, scanErr
 		}
+		v.add(problem{Check: checkRecords, Seq: ce.Seq, Stream: ce.Stream, Reason: ce.Reason})
+		res.replayStop = fmt.Sprintf("seq %d cannot be read; replay stopped there", ce.Seq)
+	default:
+		var ae *replay.ApplyError
+		if errors.As(ferr, &ae) {
+			v.add(problem{Check: checkReplay, Seq: ae.Seq, Stream: ae.Stream, Reason: fmt.Sprintf("%s: %v", ae.Kind, ae.Err)})
+		} else {
+			v.add(problem{Check: checkReplay, Seq: res.replayed + 1, Reason: ferr.Error()})
+		}
+		res.replayStop = fmt.Sprintf("replay refused seq %d; later records were not replayed", res.replayed+1)
 	}
-	it.Close()
+	// The streams set aside: a damaged record is a problem of the records
+	// check (the journal's pass names it too, and Run keeps one); a sound
+	// record that no longer applied once another stream was set aside is
+	// one of replay.
+	for _, q := range quarantines(f.st) {
+		d := damageOf(q)
+		check := checkRecords
+		var ce *journal.CorruptError
+		if !errors.As(q.Err, &ce) || ce.Seq != q.Seq {
+			check = checkReplay
+		}
+		v.add(problem{Check: check, Seq: q.Seq, Stream: q.Stream, Reason: d.Reason})
+		res.setAside = append(res.setAside, d)
+	}
 	return res, nil
 }
 
@@ -541,12 +597,18 @@ func (x *runCtx) verifyReport(dir string, v *verifier) error {
 		}
 		switch check {
 		case checkSnapshots:
+			if v.snapsSetAside > 0 {
+				return fmt.Sprintf("ok (%d stored, %d compared with replay, %d after a stream set aside)", v.snapsStored, v.snapsCompared, v.snapsSetAside)
+			}
 			return fmt.Sprintf("ok (%d stored, %d compared with replay)", v.snapsStored, v.snapsCompared)
 		case checkIndex:
 			return fmt.Sprintf("ok (%d entries, %d checked against replay%s)", rep.IndexEntries, v.indexChecked, partial)
 		case checkReplay:
 			if v.replayStop != "" {
 				return fmt.Sprintf("incomplete (%d of %d records): %s", v.replayed, rep.LastSeq, v.replayStop)
+			}
+			if len(v.setAside) > 0 {
+				return fmt.Sprintf("ok (%d records; %s set aside, as the engine's Open does)", v.replayed, v.setAsideText())
 			}
 			return fmt.Sprintf("ok (%d records)", v.replayed)
 		case checkStreams:
@@ -590,6 +652,13 @@ func (x *runCtx) verifyReport(dir string, v *verifier) error {
 		o = append(o, member{"checks", checks})
 		if v.replayStop != "" {
 			o = append(o, member{"replay_stopped", v.replayStop})
+		}
+		if len(v.setAside) > 0 {
+			qs := make([]object, len(v.setAside))
+			for i, d := range v.setAside {
+				qs[i] = d.json()
+			}
+			o = append(o, member{"quarantined", qs})
 		}
 		if err := emit(out, o); err != nil {
 			return err
@@ -636,6 +705,16 @@ func (x *runCtx) verifyReport(dir string, v *verifier) error {
 		return silentFindings
 	}
 	return nil
+}
+
+// setAsideText names the streams replay set aside, for the replay check's
+// result: "stream S from seq N", or how many there are.
+func (v *verifier) setAsideText() string {
+	if len(v.setAside) == 1 {
+		d := v.setAside[0]
+		return fmt.Sprintf("stream %s from seq %d", d.Stream, d.Seq)
+	}
+	return fmt.Sprintf("%d streams", len(v.setAside))
 }
 
 func plural(n int) string {

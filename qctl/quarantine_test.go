@@ -10,10 +10,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/quire-dev/quire/clock/clocktest"
+	"github.com/quire-dev/quire/journal"
 	"github.com/quire-dev/quire/journal/record"
 	"github.com/quire-dev/quire/qctl"
 )
@@ -371,7 +374,10 @@ func TestRL5_UnattributableDamageRefuses(t *testing.T) {
 
 // TestRL5_VerifyNamesQuarantinedDamage: damage the other commands read
 // past is still a problem verify names, with its seq and stream, and
-// exits 1 on (RL-5: qctl verify exits non-zero on any of it).
+// exits 1 on (RL-5: qctl verify exits non-zero on any of it). Its replay
+// sets the stream aside as the engine's Open does (spec/reliability.md
+// §4.4) and checks the other streams to the end: the replay and terminal
+// index checks hold, and the snapshot before the damage is compared.
 func TestRL5_VerifyNamesQuarantinedDamage(t *testing.T) {
 	t.Parallel()
 	fs := damagedFixture(t, damagedSeq)
@@ -380,6 +386,65 @@ func TestRL5_VerifyNamesQuarantinedDamage(t *testing.T) {
 		t.Fatalf("verify: exit %d, ok %v", code, ok)
 	}
 	wantProblem(t, probs, "records", damagedSeq, wfNightly)
+	if len(probs) != 1 {
+		t.Errorf("verify: problems %+v, want only the damaged record", probs)
+	}
+	_, stdout, _ := run(t, fs, "--json", "verify", fixtureDir)
+	for _, want := range []string{`"replayed":66,`, `"index_checked":7,`, `"snapshots_compared":1,`,
+		`"terminal_index":true,`, `"replay":true}`, `"quarantined":[{"seq":34,"stream":"` + wfNightly + `","reason":"checksum record seq 34: `} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("verify --json does not say %s:\n%s", want, stdout)
+		}
+	}
+	_, stdout, _ = run(t, fs, "verify", fixtureDir)
+	for _, want := range []string{
+		"records         FAIL (1)\n",
+		"terminal index  ok (7 entries, 7 checked against replay)\n",
+		"replay          ok (66 records; stream " + wfNightly + " from seq 34 set aside, as the engine's Open does)\n",
+		"records  34   " + wfNightly + "  checksum record seq 34: ",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("verify does not say %q:\n%s", want, stdout)
+		}
+	}
+}
+
+// TestRL5_VerifyChecksPastQuarantinedDamage: the problems of other
+// streams after a damaged record that replay sets aside are found as on a
+// sound journal: a missing terminal-index entry and a transition replay
+// refuses, each with its seq and stream, beside the damage itself (RL-5,
+// spec/reliability.md §4.4: other streams run).
+func TestRL5_VerifyChecksPastQuarantinedDamage(t *testing.T) {
+	t.Parallel()
+	fs := fixture(t)
+	j, err := journal.Open(fixtureDir, journal.Options{FS: fs, Clock: clocktest.New(t0.Add(2 * time.Hour))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The buried job settles again with its old token.
+	seqs, err := j.Append(context.Background(), rec(jobBuried, &record.AttemptSucceeded{Outcome: record.Outcome{JobID: jobBuried, Token: 13}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	editStore(t, fs, fixtureDir, func(db *pebble.DB) {
+		flipRecord(t, db, damagedSeq)
+		if err := db.Delete(indexKey(wfHello), pebble.Sync); err != nil { // completed at seq 46
+			t.Fatal(err)
+		}
+	})
+	code, probs, ok := verifyJSON(t, fs)
+	if code != qctl.ExitFindings || ok {
+		t.Fatalf("verify: exit %d, ok %v", code, ok)
+	}
+	wantProblem(t, probs, "records", damagedSeq, wfNightly)
+	wantProblem(t, probs, "terminal index", 46, wfHello)
+	wantProblem(t, probs, "replay", seqs[0], jobBuried)
+	if len(probs) != 3 {
+		t.Errorf("verify: problems %+v, want 3", probs)
+	}
 }
 
 // eventRow is a line of events --json.
