@@ -1,6 +1,7 @@
-package main
+package api_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -40,18 +41,20 @@ func lastSeqOf(t *testing.T, now time.Time, dir, stream string) uint64 {
 	return seq
 }
 
-// quietPebble keeps Pebble's informational lines out of the test output.
-type quietPebble struct{}
-
-func (quietPebble) Infof(string, ...any)              {}
-func (quietPebble) Errorf(string, ...any)             {}
-func (quietPebble) Fatalf(format string, args ...any) { panic(format) }
-
-// damage makes each record of seqs fail its checksum, as media damage
-// does: one byte near the end of its value, before the crc.
-func damage(t *testing.T, dir string, seqs ...uint64) {
+// qctlRun runs the qctl command line on the operating system's files, as
+// of now, and returns its exit code, stdout and stderr.
+func qctlRun(t *testing.T, now time.Time, args ...string) (int, string, string) {
 	t.Helper()
-	db, err := pebble.Open(dir, &pebble.Options{Logger: quietPebble{}})
+	var out, errb bytes.Buffer
+	code := qctl.Main(context.Background(), args, qctl.Env{Stdout: &out, Stderr: &errb, Now: now})
+	return code, out.String(), errb.String()
+}
+
+// damageRecords makes each record of seqs fail its checksum, as media damage
+// does: one byte near the end of its value, before the crc.
+func damageRecords(t *testing.T, dir string, seqs ...uint64) {
+	t.Helper()
+	db, err := pebble.Open(dir, &pebble.Options{Logger: silentLogger{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +139,7 @@ func TestRL5_QctlAgreesWithEngineOnQuarantine(t *testing.T) {
 	}
 	now := clk.Now()
 	badSeq, wfSeq := lastSeqOf(t, now, dir, bad), lastSeqOf(t, now, dir, wf)
-	damage(t, dir, badSeq, wfSeq)
+	damageRecords(t, dir, badSeq, wfSeq)
 
 	// What qctl says, before an engine opens the directory again.
 	type quarantined struct {
