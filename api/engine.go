@@ -107,6 +107,10 @@ type Engine struct {
 	r    *scheduler.Runner
 	// snapshots counts the snapshot writes ([Engine.SnapshotStats]).
 	snapshots snapshotCounts
+	// snapScale is, on the runner's loop, the true size of the last
+	// snapshot refused as over SnapshotBytesMax divided by its state's
+	// replay.SizeHint; 0 once one fits.
+	snapScale float64
 
 	hmu              sync.RWMutex
 	handlers         map[string]*handlerEntry
@@ -364,11 +368,31 @@ func (e *Engine) writeSnapshot(st *replay.State) func(stored func(bool)) {
 		e.snapshots.failed(seq, fmt.Errorf("quire: snapshot at seq %d: not written while %d stream(s) are quarantined", seq, n))
 		return nil
 	}
+	limit := e.opts.SnapshotBytesMax
+	if e.snapScale > 0 {
+		// The last snapshot was over SnapshotBytesMax: encoding the
+		// state again costs as much as that one did, so it waits until
+		// the state, as its size hint scaled by that snapshot's true
+		// size says, fits again.
+		if want := int64(float64(replay.SizeHint(st)) * e.snapScale); want > int64(limit) {
+			e.snapshots.failed(seq, fmt.Errorf("quire: snapshot at seq %d: not taken: the state would encode to about %d bytes, over SnapshotBytesMax (%d): %w",
+				seq, want, limit, record.ErrTooLarge))
+			return nil
+		}
+	}
 	b, err := replay.Encode(st)
 	if err != nil {
 		e.snapshots.failed(seq, fmt.Errorf("quire: snapshot at seq %d: encode: %w", seq, err))
 		return nil
 	}
+	if len(b) > limit {
+		// Refused here, before its round-trip check and write.
+		e.snapScale = float64(len(b)) / float64(max(replay.SizeHint(st), 1))
+		e.snapshots.failed(seq, fmt.Errorf("quire: snapshot at seq %d: %w: %d bytes, over SnapshotBytesMax (%d)",
+			seq, record.ErrTooLarge, len(b), limit))
+		return nil
+	}
+	e.snapScale = 0
 	return func(stored func(bool)) {
 		// Written and checked off the loop: a snapshot holds every active
 		// job, and its synced write would stall dispatch and settlement.

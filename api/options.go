@@ -138,8 +138,13 @@ type Options struct {
 	// error, wrapping [record.ErrTooLarge]) and the engine runs on, but the
 	// newest snapshot stays the previous one, so Open replays every record
 	// after that one rather than at most SnapshotEvery (RL-12 no longer
-	// holds until a snapshot succeeds again). Raise it, or drain active
-	// work, to snapshot again. Lowering it below a snapshot already
+	// holds until a snapshot succeeds again). After one is refused, the
+	// engine does not encode the state again until an estimate of its
+	// size, scaled by the refused one's, says it fits: until then each
+	// due snapshot is counted as failed without being built. Raise it, or
+	// drain active work, to snapshot again. A pending job takes about
+	// 450 bytes plus its payload, so the default holds about 140 000 small
+	// pending jobs. Lowering it below a snapshot already
 	// written makes Open ignore that snapshot (counted in
 	// [OpenStats].SnapshotsIgnored) and replay from an older one.
 	SnapshotBytesMax int

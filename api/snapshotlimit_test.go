@@ -142,3 +142,44 @@ func TestRL12_SnapshotOverSnapshotBytesMaxIsCountedAndVisible(t *testing.T) {
 	}
 	b.checkReplay()
 }
+
+// RL-11, RL-12: once a snapshot was refused as over SnapshotBytesMax, the
+// engine does not encode the whole state again every SnapshotEvery
+// records while it is still too large, which cost as much as the refused
+// one each time; it says so in SnapshotStats, and snapshots again, in
+// the same run, once active work drained enough to fit.
+func TestRL12_AnOversizedStateIsNotEncodedAgainUntilItFits(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(o *api.Options) {
+		o.SnapshotEvery = api.SnapshotEveryMin
+		o.SnapshotBytesMax = 16 << 10
+	})
+	if err := api.Handle(b.eng, "held", okHandler(nil)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.eng.PauseQueue(b.ctx, "held"); err != nil {
+		t.Fatal(err)
+	}
+	b.start()
+	for i := range 400 {
+		b.enqueue("held", msg{N: i}, api.OnQueue("held"))
+	}
+	b.idle()
+	ss := b.eng.SnapshotStats()
+	if ss.Failed < 2 || ss.Written != 0 || !errors.Is(ss.LastError, record.ErrTooLarge) ||
+		!strings.Contains(ss.LastError.Error(), "not taken: the state would encode to about") {
+		t.Fatalf("snapshot stats %+v: want the tries after the first refused before encoding", ss)
+	}
+	if err := b.eng.ResumeQueue(b.ctx, "held"); err != nil {
+		t.Fatal(err)
+	}
+	b.idle()
+	for i := range api.SnapshotEveryMin {
+		b.enqueue("held", msg{N: i}, api.OnQueue("held")) // small: each runs at once
+	}
+	b.idle()
+	if ss := b.eng.SnapshotStats(); ss.Written == 0 {
+		t.Fatalf("snapshot stats %+v: want a snapshot once the state fits again", ss)
+	}
+	b.checkReplay()
+}

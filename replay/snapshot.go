@@ -85,12 +85,11 @@ func Encode(s *State) ([]byte, error) {
 		snap.Paused = append(snap.Paused, q)
 	}
 	sort.Strings(snap.Paused)
-	size := 4096
+	size := max(SizeHint(s), 4096)
 	if len(s.Jobs) > 0 {
 		snap.Jobs = make(jobPtrList, 0, len(s.Jobs))
 		for _, j := range s.Jobs {
 			snap.Jobs = append(snap.Jobs, j)
-			size += jobSizeHint(j)
 		}
 		// Job ids are the map's keys, so unique: the order is total.
 		slices.SortFunc(snap.Jobs, func(a, b *Job) int { return strings.Compare(a.ID, b.ID) })
@@ -107,6 +106,23 @@ func Encode(s *State) ([]byte, error) {
 		return nil, fmt.Errorf("replay: encode snapshot: %w", err)
 	}
 	return buf.Bytes(), nil
+}
+
+// SizeHint estimates the size of s's encoding ([Encode]) without
+// encoding it: its fixed part, and each job's and workflow's fixed part
+// and variable fields. It runs in time linear in the active work and
+// allocates nothing, so that a caller can tell, before encoding, whether
+// a snapshot of s would fit under a bound. It is an estimate: compare the
+// encoding's true size with it to scale it.
+func SizeHint(s *State) int {
+	size := 256 // the header, counters and runs
+	for _, j := range s.Jobs {
+		size += jobSizeHint(j)
+	}
+	for _, w := range s.Workflows {
+		size += 512 + len(w.ID) + len(w.Name) + len(w.State) + len(w.Error)
+	}
+	return size
 }
 
 // jobSizeHint estimates the size of j's encoding, so that Encode allocates
