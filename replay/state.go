@@ -134,6 +134,9 @@ type State struct {
 	// It is never encoded in a snapshot: the engine writes none while a
 	// stream is quarantined, so every open meets the damage again.
 	Quarantined map[string]*Quarantine `json:",omitempty"`
+	// jobsPeak and wfPeak are the most jobs and workflows the maps held
+	// since they were last rebuilt (shrunk); derived, never stored.
+	jobsPeak, wfPeak int
 	// Runs holds the newest RunsKeptMax runs, oldest first.
 	Runs []Run
 	// Counters over the whole history.
@@ -171,6 +174,7 @@ func (s *State) JobIDs() []string {
 // addJob puts j in Jobs and, if it is a step job, in its workflow's index.
 func (s *State) addJob(j *Job) {
 	s.Jobs[j.ID] = j
+	s.jobsPeak = max(s.jobsPeak, len(s.Jobs))
 	if j.WorkflowID != "" {
 		indexPut(s.byWorkflow, j.WorkflowID, j.ID, j)
 	}
@@ -178,8 +182,30 @@ func (s *State) addJob(j *Job) {
 
 // dropJob removes j from Jobs and from its workflow's index.
 func (s *State) dropJob(j *Job) {
+	s.jobsPeak = max(s.jobsPeak, len(s.Jobs)) // a decoded state's too
 	delete(s.Jobs, j.ID)
 	indexDel(s.byWorkflow, j.WorkflowID, j.ID)
+	if s.jobsPeak >= shrinkMin && len(s.Jobs) <= s.jobsPeak/4 {
+		s.Jobs, s.Tokens, s.Unique = shrunk(s.Jobs), shrunk(s.Tokens), shrunk(s.Unique)
+		s.jobsPeak = len(s.Jobs)
+	}
+}
+
+// shrinkMin is the largest size below which a map of the state is never
+// rebuilt smaller.
+const shrinkMin = 1 << 14
+
+// shrunk returns a copy of m sized to what it holds. A Go map keeps the
+// room of the most it ever held: without this, a drained backlog of a
+// million jobs would keep its maps' room for the life of the process.
+// Rebuilt when a map holds a quarter of its peak, the copying costs O(1)
+// per deletion, amortized.
+func shrunk[K comparable, V any](m map[K]V) map[K]V {
+	out := make(map[K]V, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
 }
 
 // indexPut files v under group and id in a two-level index.

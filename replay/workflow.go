@@ -125,6 +125,7 @@ type Expiry struct {
 // addWorkflow puts w in Workflows and in its name's index.
 func (s *State) addWorkflow(w *Workflow) {
 	s.Workflows[w.ID] = w
+	s.wfPeak = max(s.wfPeak, len(s.Workflows))
 	indexPut(s.byName, w.Name, w.ID, w)
 }
 
@@ -177,10 +178,15 @@ func (s *State) archiveBuried(id string) {
 }
 
 func (s *State) leave(w *Workflow) {
+	s.wfPeak = max(s.wfPeak, len(s.Workflows))
 	delete(s.Workflows, w.ID)
 	indexDel(s.byName, w.Name, w.ID)
 	if w.IdempotencyKey != "" && s.Idempotency[w.IdempotencyKey] == w.ID {
 		delete(s.Idempotency, w.IdempotencyKey)
+	}
+	if s.wfPeak >= shrinkMin && len(s.Workflows) <= s.wfPeak/4 {
+		s.Workflows, s.Idempotency = shrunk(s.Workflows), shrunk(s.Idempotency)
+		s.wfPeak = len(s.Workflows)
 	}
 }
 
