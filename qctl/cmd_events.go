@@ -168,15 +168,7 @@ func damagedFinding(dir string, ds []*damage) error {
 	if len(ds) == 0 {
 		return nil
 	}
-	const shown = 3
-	var parts []string
-	for i, d := range ds {
-		if i == shown {
-			parts = append(parts, fmt.Sprintf("%d more", len(ds)-shown))
-			break
-		}
-		parts = append(parts, fmt.Sprintf("seq %d of %s", d.Seq, d.Stream))
-	}
+	parts := firstFew(len(ds), func(i int) string { return fmt.Sprintf("seq %d of %s", ds[i].Seq, ds[i].Stream) })
 	streams := "that stream"
 	if len(ds) > 1 {
 		streams = "those streams"

@@ -110,6 +110,20 @@ func corruptView(w *replay.Workflow, d *damage) *wfView {
 	return v
 }
 
+// firstFew names the first three of n items, item(i) naming the i-th, and
+// how many more there are: what a finding's one line has room for.
+func firstFew(n int, item func(i int) string) []string {
+	const shown = 3
+	var parts []string
+	for i := range min(n, shown) {
+		parts = append(parts, item(i))
+	}
+	if n > shown {
+		parts = append(parts, fmt.Sprintf("%d more", n-shown))
+	}
+	return parts
+}
+
 // quarantineFinding is the finding of a fold that set streams aside, or
 // nil. The command's output is complete; the exit code (ExitFindings)
 // and this line say the journal needs repair.
@@ -118,15 +132,7 @@ func quarantineFinding(j *journal.Journal, st *replay.State) error {
 	if len(qs) == 0 {
 		return nil
 	}
-	const shown = 3
-	var parts []string
-	for i, q := range qs {
-		if i == shown {
-			parts = append(parts, fmt.Sprintf("%d more", len(qs)-shown))
-			break
-		}
-		parts = append(parts, fmt.Sprintf("%s from seq %d", q.Stream, q.Seq))
-	}
+	parts := firstFew(len(qs), func(i int) string { return fmt.Sprintf("%s from seq %d", qs[i].Stream, qs[i].Seq) })
 	return findingErr("%s has damaged records: %d stream%s set aside as the engine sets them aside at open (%s); their jobs and workflows show as corrupt, the other streams in full; qctl verify %s lists every problem",
 		j.Dir(), len(qs), plural(len(qs)), strings.Join(parts, ", "), j.Dir())
 }

@@ -10,13 +10,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
-	"github.com/quire-dev/quire/clock/clocktest"
-	"github.com/quire-dev/quire/journal"
 	"github.com/quire-dev/quire/journal/record"
 	"github.com/quire-dev/quire/qctl"
 )
@@ -417,18 +414,7 @@ func TestRL5_VerifyNamesQuarantinedDamage(t *testing.T) {
 func TestRL5_VerifyChecksPastQuarantinedDamage(t *testing.T) {
 	t.Parallel()
 	fs := fixture(t)
-	j, err := journal.Open(fixtureDir, journal.Options{FS: fs, Clock: clocktest.New(t0.Add(2 * time.Hour))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The buried job settles again with its old token.
-	seqs, err := j.Append(context.Background(), rec(jobBuried, &record.AttemptSucceeded{Outcome: record.Outcome{JobID: jobBuried, Token: 13}}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := j.Close(); err != nil {
-		t.Fatal(err)
-	}
+	seq := settleBuriedAgain(t, fs)
 	editStore(t, fs, fixtureDir, func(db *pebble.DB) {
 		flipRecord(t, db, damagedSeq)
 		if err := db.Delete(indexKey(wfHello), pebble.Sync); err != nil { // completed at seq 46
@@ -441,7 +427,7 @@ func TestRL5_VerifyChecksPastQuarantinedDamage(t *testing.T) {
 	}
 	wantProblem(t, probs, "records", damagedSeq, wfNightly)
 	wantProblem(t, probs, "terminal index", 46, wfHello)
-	wantProblem(t, probs, "replay", seqs[0], jobBuried)
+	wantProblem(t, probs, "replay", seq, jobBuried)
 	if len(probs) != 3 {
 		t.Errorf("verify: problems %+v, want 3", probs)
 	}

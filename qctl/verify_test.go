@@ -173,23 +173,12 @@ func TestVerifyReplay(t *testing.T) {
 	t.Run("impossible transition", func(t *testing.T) {
 		t.Parallel()
 		fs := fixture(t)
-		j, err := journal.Open(fixtureDir, journal.Options{FS: fs, Clock: clocktest.New(t0.Add(2 * time.Hour))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		// The buried job settles again with its old token.
-		seqs, err := j.Append(context.Background(), rec(jobBuried, &record.AttemptSucceeded{Outcome: record.Outcome{JobID: jobBuried, Token: 13}}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := j.Close(); err != nil {
-			t.Fatal(err)
-		}
+		seq := settleBuriedAgain(t, fs)
 		code, probs, _ := verifyJSON(t, fs)
 		if code != qctl.ExitFindings {
 			t.Fatalf("verify: exit %d, want 1", code)
 		}
-		wantProblem(t, probs, "replay", seqs[0], jobBuried)
+		wantProblem(t, probs, "replay", seq, jobBuried)
 		wantExit(t, fs, qctl.ExitFindings, "replay refuses seq 67", "inspect", fixtureDir)
 	})
 	t.Run("snapshot differs", func(t *testing.T) {
@@ -404,4 +393,23 @@ func TestVerifyDamagedSnapshot(t *testing.T) {
 	if strings.Contains(stdout, "journal: corrupt at seq") {
 		t.Errorf("verify repeats the error's prefix in the problem:\n%s", stdout)
 	}
+}
+
+// settleBuriedAgain appends to the fixture's journal a second settlement
+// of its buried job, with its old token: a transition replay refuses. It
+// returns the record's seq.
+func settleBuriedAgain(t *testing.T, fs vfs.FS) uint64 {
+	t.Helper()
+	j, err := journal.Open(fixtureDir, journal.Options{FS: fs, Clock: clocktest.New(t0.Add(2 * time.Hour))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seqs, err := j.Append(context.Background(), rec(jobBuried, &record.AttemptSucceeded{Outcome: record.Outcome{JobID: jobBuried, Token: 13}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return seqs[0]
 }
