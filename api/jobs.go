@@ -128,8 +128,9 @@ func (e *Engine) Status(ctx context.Context, id string) (Job, error) {
 	if err != nil || found {
 		return out, err
 	}
-	if q := e.quarantine.jobs[id]; q != nil || e.quarantine.streams[id] != nil && e.quarantine.streams[id].Workflow == "" {
-		return e.quarantinedJob(ctx, id)
+	// A stream named id is a job's unless it is a workflow's.
+	if q := e.quarantine.of(id); q != nil && (q.Stream != id || q.Workflow == "") {
+		return e.quarantinedJob(ctx, q, id)
 	}
 	s, ok, err := e.finishedJob(id)
 	if err != nil {

@@ -74,13 +74,19 @@ func (e *Engine) noteQuarantine(st *replay.State) {
 	}
 }
 
+// of returns the quarantined stream that holds job or workflow id: the
+// stream of a job it set aside, or the stream named id; nil for none.
+func (q quarantine) of(id string) *QuarantinedStream {
+	if s := q.jobs[id]; s != nil {
+		return s
+	}
+	return q.streams[id]
+}
+
 // quarantinedErr returns the error of a call on kind id when id is in a
 // quarantined stream, else nil.
 func (e *Engine) quarantinedErr(kind, id string) error {
-	q := e.quarantine.jobs[id]
-	if q == nil {
-		q = e.quarantine.streams[id]
-	}
+	q := e.quarantine.of(id)
 	if q == nil {
 		return nil
 	}
@@ -88,11 +94,7 @@ func (e *Engine) quarantinedErr(kind, id string) error {
 }
 
 // quarantinedJob is the status of job id, which is in a quarantined stream.
-func (e *Engine) quarantinedJob(ctx context.Context, id string) (Job, error) {
-	q := e.quarantine.jobs[id]
-	if q == nil {
-		q = e.quarantine.streams[id]
-	}
+func (e *Engine) quarantinedJob(ctx context.Context, q *QuarantinedStream, id string) (Job, error) {
 	out := Job{ID: id}
 	err := e.submit(ctx, func(m *scheduler.Machine, now time.Time) (scheduler.Decision, error) {
 		if rq := m.State().Quarantined[q.Stream]; rq != nil && rq.Jobs[id] != nil {
