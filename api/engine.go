@@ -99,6 +99,12 @@ type OpenStats struct {
 // to be synced and returns that outcome, which may be a success although
 // ctx ended meanwhile. So an error matching ctx's always means nothing
 // was appended, and a success always means the append is durable.
+//
+// Every call that takes a ctx, these and the others ([Open], [Engine.Start],
+// [Engine.Run], [Engine.Shutdown], [Engine.Close], [Engine.Status], ...),
+// refuses a nil ctx before it does anything else, with an [*OptionError]
+// whose Field is "ctx" (it matches [ErrInvalidOption]): the call appends
+// nothing and leaves the engine as it was.
 type Engine struct {
 	opts Options
 	clk  clock.Clock
@@ -148,15 +154,19 @@ type Engine struct {
 
 // Open opens (or creates) the journal in opts.Dir, replays it from the
 // newest valid snapshot, recovers attempts a crash left open (DL-44) and
-// appends run_started. Options are validated first: an invalid one returns
-// an [*OptionError] and touches nothing, and the engine owns nothing. Once
-// the options are accepted the engine owns [Options.OwnedResources]: if a
-// later step fails or ctx ends, Open rolls back as a shutdown with trigger
-// startup_failure and returns a [*StartupError] carrying its report
-// (SD-35). A journal written by a newer version, or one that fails its
-// checks, refuses to open with the reason. The engine starts no attempt
-// until [Engine.Start] or [Engine.Run].
+// appends run_started. Options are validated first: an invalid one, or a
+// nil ctx, returns an [*OptionError] and touches nothing, and the engine
+// owns nothing. Once the options are accepted the engine owns
+// [Options.OwnedResources]: if a later step fails or ctx ends, Open rolls
+// back as a shutdown with trigger startup_failure and returns a
+// [*StartupError] carrying its report (SD-35). A journal written by a
+// newer version, or one that fails its checks, refuses to open with the
+// reason. The engine starts no attempt until [Engine.Start] or
+// [Engine.Run].
 func Open(ctx context.Context, opts Options) (*Engine, error) {
+	if err := checkContext(ctx); err != nil {
+		return nil, err
+	}
 	opts = opts.withDefaults()
 	if err := opts.validate(); err != nil {
 		return nil, err
@@ -616,8 +626,12 @@ func (e *Engine) submit(ctx context.Context, fn func(m *scheduler.Machine, now t
 // part-way or ctx ends, the engine rolls back as a shutdown with trigger
 // startup_failure and Start returns a [*StartupError] (SD-35). On an
 // engine already started, Start does nothing and returns nil, whatever
-// ctx: it never undoes a start that succeeded.
+// ctx (a nil one is refused, as [Engine] says): it never undoes a start
+// that succeeded.
 func (e *Engine) Start(ctx context.Context) error {
+	if err := checkContext(ctx); err != nil {
+		return err
+	}
 	if err := e.admit(); err != nil {
 		return err
 	}
@@ -664,6 +678,9 @@ func (e *Engine) dispatch(ctx context.Context) error {
 // matching ErrFailStop if the engine failed: the process should then exit
 // and restart, which replays the journal.
 func (e *Engine) Run(ctx context.Context) error {
+	if err := checkContext(ctx); err != nil {
+		return err
+	}
 	// The listener is installed before any work starts, so a signal that
 	// arrives once work runs is always the engine's to handle (SD-20).
 	sig := make(chan os.Signal, 4)
@@ -769,6 +786,9 @@ func (e *Engine) crashResult() (bool, error) {
 // [Engine.Close] abandoned the engine without a shutdown (its ctx had
 // ended), it returns an error matching ErrClosed: there is no report.
 func (e *Engine) Shutdown(ctx context.Context) error {
+	if err := checkContext(ctx); err != nil {
+		return err
+	}
 	if crashed, err := e.crashResult(); crashed {
 		if err == nil {
 			return errAbandoned
@@ -836,6 +856,9 @@ func (e *Engine) finish() error {
 // or call Shutdown rather than Close where an Incomplete shutdown must not
 // go unnoticed.
 func (e *Engine) Close(ctx context.Context) error {
+	if err := checkContext(ctx); err != nil {
+		return err
+	}
 	if ctx.Err() != nil {
 		e.mu.Lock()
 		crash := !e.coord.Root().Installed() && !e.crashed
@@ -1021,6 +1044,9 @@ var _ scheduler.Appender = (*journalAppender)(nil)
 // engine. It never runs the periodic workflow deadline check. Jobs that
 // become available later stay pending in the journal.
 func (e *Engine) RunOnce(ctx context.Context) error {
+	if err := checkContext(ctx); err != nil {
+		return err
+	}
 	if err := e.startOnce(ctx); err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -168,3 +169,16 @@ func (e *NameError) Error() string { return fmt.Sprintf("quire: %s %q: %v", e.Ki
 func (e *NameError) Unwrap() error { return e.Err }
 
 func errorsIs(err, target error) bool { return errors.Is(err, target) }
+
+// checkContext refuses a nil ctx. Every call that takes a ctx checks it
+// before anything else, so that a refused call changes nothing: a nil ctx
+// that got further would panic on the caller's goroutine after the call
+// had acted (Shutdown initiates first), and, given to Run on an engine
+// already started, on the goroutine that watches it, which no caller can
+// recover.
+func checkContext(ctx context.Context) error {
+	if ctx == nil {
+		return &OptionError{Field: "ctx", Value: nil, Reason: "must not be nil: pass context.Background() or a context with a deadline"}
+	}
+	return nil
+}

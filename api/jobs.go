@@ -22,6 +22,9 @@ import (
 // the call is treated as [Engine] says: once the engine has taken the
 // call, it returns the job id even if ctx ended meanwhile.
 func (e *Engine) Enqueue(ctx context.Context, handler string, payload any, opts ...JobOption) (string, error) {
+	if err := checkContext(ctx); err != nil {
+		return "", err
+	}
 	if err := e.admit(); err != nil {
 		return "", err
 	}
@@ -102,6 +105,9 @@ type Job struct {
 // matching [ErrNotFound]; a damaged index entry of the job, an error
 // matching journal.ErrCorrupt.
 func (e *Engine) Status(ctx context.Context, id string) (Job, error) {
+	if err := checkContext(ctx); err != nil {
+		return Job{}, err
+	}
 	if err := idError("job", id); err != nil {
 		return Job{}, err
 	}
@@ -211,6 +217,9 @@ func jobFromState(j *replay.Job) Job {
 // a shutdown it is accepted until phase 4 starts, then refused with
 // [ErrShuttingDown] (SD-12).
 func (e *Engine) Bury(ctx context.Context, id string) error {
+	if err := checkContext(ctx); err != nil {
+		return err
+	}
 	if err := idError("job", id); err != nil {
 		return err
 	}
@@ -226,6 +235,9 @@ func (e *Engine) Bury(ctx context.Context, id string) error {
 // consumed count (JB-7). An ended ctx returns its error and appends
 // nothing (see [Engine]).
 func (e *Engine) Retry(ctx context.Context, id string) error {
+	if err := checkContext(ctx); err != nil {
+		return err
+	}
 	if err := idError("job", id); err != nil {
 		return err
 	}
@@ -241,6 +253,9 @@ func (e *Engine) Retry(ctx context.Context, id string) error {
 // requeued (JB-7). An ended ctx returns its error and appends nothing
 // (see [Engine]).
 func (e *Engine) RetryBuried(ctx context.Context, queue string) (int, error) {
+	if err := checkContext(ctx); err != nil {
+		return 0, err
+	}
 	if err := queueError(queue); err != nil {
 		return 0, err
 	}
@@ -263,6 +278,9 @@ func (e *Engine) RetryBuried(ctx context.Context, queue string) (int, error) {
 // accepted until phase 4 starts, then refused with [ErrShuttingDown]
 // (SD-12).
 func (e *Engine) PauseQueue(ctx context.Context, queue string) error {
+	if err := checkContext(ctx); err != nil {
+		return err
+	}
 	if err := queueError(queue); err != nil {
 		return err
 	}
@@ -278,6 +296,9 @@ func (e *Engine) PauseQueue(ctx context.Context, queue string) error {
 // appends nothing. An ended ctx returns its error and appends nothing
 // (see [Engine]).
 func (e *Engine) ResumeQueue(ctx context.Context, queue string) error {
+	if err := checkContext(ctx); err != nil {
+		return err
+	}
 	if err := queueError(queue); err != nil {
 		return err
 	}

@@ -15,6 +15,9 @@ import (
 // It does not return while a handler runs within its budget; a handler
 // abandoned at its cooperative deadline (DL-26) no longer holds it.
 func (e *Engine) WaitIdle(ctx context.Context) error {
+	if err := checkContext(ctx); err != nil {
+		return err
+	}
 	if err := e.live(); err != nil {
 		return err
 	}
@@ -25,6 +28,9 @@ func (e *Engine) WaitIdle(ctx context.Context) error {
 // seq it reflects. A fresh replay of the journal up to that seq has the
 // same digest (RL-7); tests and sim compare the two.
 func (e *Engine) StateDigest(ctx context.Context) ([32]byte, uint64, error) {
+	if err := checkContext(ctx); err != nil {
+		return [32]byte{}, 0, err
+	}
 	var (
 		sum [32]byte
 		seq uint64

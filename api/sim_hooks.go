@@ -21,6 +21,9 @@ func SimJournal(e *Engine) *journal.Journal { return e.j }
 // exactly the unfinished ones the journal shows (finished work lives only
 // in the journal's terminal index). It is not meant for production use.
 func SimLive(ctx context.Context, e *Engine) (jobs, workflows []string, err error) {
+	if err := checkContext(ctx); err != nil {
+		return nil, nil, err
+	}
 	err = e.submit(ctx, func(m *scheduler.Machine, now time.Time) (scheduler.Decision, error) {
 		st := m.State()
 		jobs = make([]string, 0, len(st.Jobs))

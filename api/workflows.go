@@ -167,6 +167,9 @@ func IdempotencyKey(k string) DispatchOption {
 // [IdempotencyKey] derived from its job or workflow (as in the example of
 // [Workflow.WaitForWorkflowsIn]) to get the same workflow back.
 func (e *Engine) Dispatch(ctx context.Context, name string, state State, opts ...DispatchOption) (string, error) {
+	if err := checkContext(ctx); err != nil {
+		return "", err
+	}
 	if err := e.admit(); err != nil {
 		return "", err
 	}
@@ -222,6 +225,9 @@ func (e *Engine) encodeUserState(what string, s State) ([]byte, error) {
 // waits for, with none of that name stored.
 // An ended ctx returns its error and appends nothing (see [Engine]).
 func (e *Engine) Signal(ctx context.Context, id, name string, payload State) error {
+	if err := checkContext(ctx); err != nil {
+		return err
+	}
 	if err := e.admit(); err != nil {
 		return err
 	}
@@ -242,6 +248,9 @@ func (e *Engine) Signal(ctx context.Context, id, name string, payload State) err
 // accepted until phase 4 starts, then refused with [ErrShuttingDown]
 // (SD-12).
 func (e *Engine) PauseWorkflow(ctx context.Context, id string) error {
+	if err := checkContext(ctx); err != nil {
+		return err
+	}
 	if err := e.live(); err != nil {
 		return err
 	}
@@ -253,6 +262,9 @@ func (e *Engine) PauseWorkflow(ctx context.Context, id string) error {
 // ResumeWorkflow resumes a paused workflow (WF-16). An ended ctx returns
 // its error and appends nothing (see [Engine]).
 func (e *Engine) ResumeWorkflow(ctx context.Context, id string) error {
+	if err := checkContext(ctx); err != nil {
+		return err
+	}
 	if err := e.admit(); err != nil {
 		return err
 	}
@@ -267,6 +279,9 @@ func (e *Engine) ResumeWorkflow(ctx context.Context, id string) error {
 // and appends nothing (see [Engine]). During a shutdown it is accepted
 // until phase 4 starts, then refused with [ErrShuttingDown] (SD-12).
 func (e *Engine) CancelWorkflow(ctx context.Context, id string) error {
+	if err := checkContext(ctx); err != nil {
+		return err
+	}
 	if err := e.live(); err != nil {
 		return err
 	}
@@ -282,6 +297,9 @@ func (e *Engine) CancelWorkflow(ctx context.Context, id string) error {
 // completes. An ended ctx returns its error and appends nothing (see
 // [Engine]).
 func (e *Engine) RetryWorkflow(ctx context.Context, id string) error {
+	if err := checkContext(ctx); err != nil {
+		return err
+	}
 	if err := e.admit(); err != nil {
 		return err
 	}
@@ -398,6 +416,9 @@ func unixOrZero(n int64) time.Time {
 // [*NameError] matching [ErrNotFound]; a damaged index entry of the
 // workflow, an error matching journal.ErrCorrupt.
 func (e *Engine) Workflow(ctx context.Context, id string) (WorkflowInfo, error) {
+	if err := checkContext(ctx); err != nil {
+		return WorkflowInfo{}, err
+	}
 	if err := idError("workflow", id); err != nil {
 		return WorkflowInfo{}, err
 	}
