@@ -39,7 +39,8 @@ type handlerEntry struct {
 // the handler's jobs (queue, priority, retry policy, timeout) that each
 // Enqueue may override (WF-22), and the handler's own middleware and
 // guards ([WithMiddleware], [WithGuards]). Registering a name twice, an
-// empty name, a nil fn, nil middleware or guards, more than
+// empty name, a nil fn (a [*NameError] matching [ErrInvalidOption]), nil
+// middleware or guards, more than
 // [MiddlewareMax] middleware (or [GuardsMax] guards) in effect for an
 // attempt on any queue (global, the queue's and the handler's together:
 // Enqueue may put a job on any queue), or registering once shutdown has
@@ -49,7 +50,7 @@ func Handle[T any](e *Engine, name string, fn HandlerFunc[T], opts ...JobOption)
 		return &NameError{Kind: "handler", Name: name, Err: err}
 	}
 	if fn == nil {
-		return &NameError{Kind: "handler", Name: name, Err: errors.New("handler func is nil")}
+		return &NameError{Kind: "handler", Name: name, Err: argRuleError("handler func is nil")}
 	}
 	jo, err := buildOptions(opts)
 	if err != nil {

@@ -228,7 +228,9 @@ const (
 	PayloadBytesMaxLimit = record.ValueBytesMax / 2
 )
 
-// ErrInvalidOption is matched by every [*OptionError] with errors.Is.
+// ErrInvalidOption is matched by every [*OptionError] with errors.Is, by
+// every [*WorkflowError], and by the [*NameError] of a nil func given to
+// [Handle] or [HandleDeadline].
 var ErrInvalidOption = errors.New("quire: invalid option")
 
 // OptionError reports an option or argument that failed validation:
@@ -499,6 +501,15 @@ type nameRuleError string
 
 func (e nameRuleError) Error() string        { return string(e) }
 func (e nameRuleError) Is(target error) bool { return target == ErrInvalidName }
+
+// argRuleError is an argument that breaks its rule, such as a nil func,
+// given with a name. It matches [ErrInvalidOption], as every bad argument
+// does, and reads as the rule alone, since the [NameError] that carries
+// it names the name.
+type argRuleError string
+
+func (e argRuleError) Error() string        { return string(e) }
+func (e argRuleError) Is(target error) bool { return target == ErrInvalidOption }
 
 // validateID checks an id a caller names, such as a workflow id, against
 // the journal's rule for stream and index ids (record.ValidateStream): 1

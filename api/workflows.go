@@ -52,13 +52,15 @@ type deadlineEntry struct {
 
 // HandleDeadline registers an on-deadline handler under name, for
 // [Workflow.OnDeadline] (WD-2). It must be registered before the workflows
-// that name it.
+// that name it. An invalid name, a nil fn (matching [ErrInvalidOption]), a
+// name registered before or a call once shutdown has begun is refused
+// with a typed error.
 func HandleDeadline(e *Engine, name string, fn DeadlineFunc) error {
 	if err := validateName(name); err != nil {
 		return &NameError{Kind: "deadline handler", Name: name, Err: err}
 	}
 	if fn == nil {
-		return &NameError{Kind: "deadline handler", Name: name, Err: errors.New("handler func is nil")}
+		return &NameError{Kind: "deadline handler", Name: name, Err: argRuleError("handler func is nil")}
 	}
 	if err := e.admit(); err != nil {
 		return err
