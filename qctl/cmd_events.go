@@ -33,7 +33,7 @@ seq, the stream the index names, kind unknown and the damage (in JSON "at" and "
 null, and "damaged" holds its seq, stream and reason), the records after it follow, and
 events exits 1. Its kind and time cannot be read: --kind and --until never leave it out,
 and --since only when the next sound record is before T. Damage that leaves the order in
-doubt ends the listing with exit 2, as it refuses Open.
+doubt ends the listing with exit 5, as it refuses Open.
 
 Kinds: ` + kindNames() + `
 
@@ -232,7 +232,7 @@ func (c *eventsCmd) Run(x *runCtx) error {
 // engine or another qctl holds.
 func isLocked(err error) bool {
 	var ee *exitError
-	return errors.As(err, &ee) && ee.cause != nil && isLockError(ee.cause)
+	return errors.As(err, &ee) && ee.code == ExitLocked
 }
 
 // once opens the journal, prints the matching records from..to, closes

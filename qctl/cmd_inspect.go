@@ -28,7 +28,7 @@ workflow's stream sets that stream aside, as the engine does at open
 the reason, and the jobs and workflow it stopped (JSON: "quarantined"), counts them as
 corrupt, reports the other streams in full, and exits 1. Damage that leaves the order in
 doubt (in the engine's stream, a missing record, a record the index does not name, a
-broken chain between two sound records) refuses the journal with exit 2, as the engine's
+broken chain between two sound records) refuses the journal with exit 5, as the engine's
 Open does; qctl verify names every problem.
 
 Examples:

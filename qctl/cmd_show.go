@@ -23,7 +23,7 @@ cancellation reason and disposition, waits, deadline_at and the time remaining o
 overdue, the error if it failed, why it is not progressing if it is stuck, and its
 timeline, one line per record, with times relative to dispatch. Steps count from 1
 ("step 2 of 3"); JSON's "step" and "step_index", and the timeline's record fields, keep
-the journal's 0-based index.
+the journal's 0-based index. An id the journal holds no record of exits 3 (not found).
 
 Examples:
   qctl -d data/journal show job_01KE3T5W2C8F0000000000000B
@@ -188,14 +188,16 @@ func (a *attempt) json() object {
 }
 
 func (c *showCmd) Run(x *runCtx) error {
+	// Arguments first: a bad id is a usage error whatever the journal's
+	// state.
+	if err := record.ValidateStream(c.ID); err != nil {
+		return usageErr("%q is not a job or workflow id: %v", c.ID, err)
+	}
 	j, err := x.openJournal(x.dir)
 	if err != nil {
 		return err
 	}
 	defer j.Close()
-	if err := record.ValidateStream(c.ID); err != nil {
-		return usageErr("%q is not a job or workflow id: %v", c.ID, err)
-	}
 	f, err := x.loadState(j)
 	if err != nil {
 		return err
@@ -230,7 +232,7 @@ func (c *showCmd) Run(x *runCtx) error {
 			} else if ws, werr := replay.DecodeWorkflowSummary(b); werr == nil {
 				wfSum = &ws
 			} else {
-				return usageErr("terminal-index entry of %s does not decode: %v (qctl verify lists every problem)", c.ID, err)
+				return unreadableErr(err, "terminal-index entry of %s does not decode: %v (qctl verify lists every problem)", c.ID, err)
 			}
 		}
 	}
@@ -246,7 +248,7 @@ func (c *showCmd) Run(x *runCtx) error {
 		return err
 	}
 	if len(recs) == 0 && !corrupt {
-		return findingErr("%s holds no job or workflow %s", j.Dir(), c.ID)
+		return notFoundErr("%s holds no job or workflow %s", j.Dir(), c.ID)
 	}
 	return quarantineFinding(j, st)
 }

@@ -21,7 +21,8 @@ func (c *stateCmd) Help() string {
 its digest (equal to the live engine's at that seq, RL-7), jobs by status with every
 job that is not completed, paused queues, runs, and workflows. A stream with a damaged
 record is set aside as the engine sets it aside at open (spec/reliability.md §4.4): its
-jobs and workflow are listed as corrupt, and qctl exits 1.
+jobs and workflow are listed as corrupt, and qctl exits 1. An --at past the last seq
+exits 3 (not found).
 
 Examples:
   qctl state data/journal --at 1200
@@ -43,7 +44,7 @@ func (c *stateCmd) Run(x *runCtx) error {
 		at = *c.At
 	}
 	if at > last {
-		return findingErr("%s ends at seq %d; there is no seq %d", j.Dir(), last, at)
+		return notFoundErr("%s ends at seq %d; there is no seq %d", j.Dir(), last, at)
 	}
 	f := newFolder()
 	var ended []*wfView

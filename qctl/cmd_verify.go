@@ -38,8 +38,10 @@ before those records were synced leaves, so verify passes on it; only a copy mad
 earlier (a checkpoint, a backup) can show what is missing. The same holds for damage to
 the last record of the newest WAL, which reads as a torn write and is dropped.
 
-Exit code 0 only when every check holds, 1 when one does not (damage included), 2 when
-the directory cannot be opened at all.
+Exit code 0 only when every check holds, 1 when one does not (damage included, also
+damage that keeps the journal from opening), 4 when an engine or another qctl holds the
+directory, 5 when it cannot be opened for another reason (missing, not a journal, a
+newer format).
 
 With --json, each problem is a line {"type":"problem",...} (with "file" when it names
 one), then one {"type":"verify",...} line whose "checks" maps each check to true (it

@@ -30,13 +30,26 @@
 // stream, a missing record, a record the index does not name, a chain
 // broken between two sound records) refuses the journal, as Open does.
 //
-// Exit codes are stable: [ExitOK] (0); [ExitFindings] (1: verify found a
-// problem, replay refused a record or set a damaged stream aside, events
-// listed a damaged record, or a show or state request found nothing);
-// [ExitUsage] (2: bad arguments, or input that cannot be read: a missing
-// directory, a file, a directory that holds no journal, a newer format, a
-// directory locked by an engine or another qctl, corruption met outside
-// verify that no stream can be set aside for).
+// Exit codes are stable, and mean the same for every command, so that a
+// script can branch on them:
+//
+//   - 0 [ExitOK]: the command ran and found nothing wrong.
+//   - 1 [ExitFindings]: the output is complete and shows a problem: verify
+//     found one, replay refused a record or set a damaged stream aside, or
+//     events listed a damaged record.
+//   - 2 [ExitUsage]: bad flags or arguments.
+//   - 3 [ExitNotFound]: no job or workflow with show's id, no seq --at.
+//   - 4 [ExitLocked]: an engine or another qctl holds the directory
+//     (journal.ErrLocked).
+//   - 5 [ExitUnreadable]: the journal cannot be opened or read: a missing
+//     directory, a file, no journal, a newer format, no permission, damage
+//     that leaves the order in doubt.
+//   - 6 [ExitAborted]: interrupted, or the output could not be written.
+//
+// Inside the package a failure is an *exitError that carries its code and
+// the error behind it; codes are chosen from the journal's typed errors
+// (errors.Is on journal.ErrLocked, journal.ErrCorrupt, ...), never from
+// message text.
 //
 // # Usage
 //

@@ -80,7 +80,8 @@ func wantExit(t *testing.T, fs vfs.FS, code int, stderrHas string, args ...strin
 
 // TestUnreadableInput: a missing directory, a file, an empty directory, a
 // directory of something else, a newer format version and a record of a
-// newer envelope version all exit 2 with a message that says which.
+// newer envelope version all exit 5 (unreadable) with a message that says
+// which.
 func TestUnreadableInput(t *testing.T) {
 	t.Parallel()
 	tmp := t.TempDir()
@@ -100,13 +101,13 @@ func TestUnreadableInput(t *testing.T) {
 	}
 	osfs := vfs.Default
 	for _, cmd := range []string{"inspect", "verify", "state"} {
-		wantExit(t, osfs, qctl.ExitUsage, "does not exist", cmd, filepath.Join(tmp, "missing"))
-		wantExit(t, osfs, qctl.ExitUsage, "is a file, not a journal directory", cmd, file)
-		wantExit(t, osfs, qctl.ExitUsage, "is not a quire journal", cmd, empty)
-		wantExit(t, osfs, qctl.ExitUsage, "is not a quire journal", cmd, other)
+		wantExit(t, osfs, qctl.ExitUnreadable, "does not exist", cmd, filepath.Join(tmp, "missing"))
+		wantExit(t, osfs, qctl.ExitUnreadable, "is a file, not a journal directory", cmd, file)
+		wantExit(t, osfs, qctl.ExitUnreadable, "is not a quire journal", cmd, empty)
+		wantExit(t, osfs, qctl.ExitUnreadable, "is not a quire journal", cmd, other)
 	}
 	for _, cmd := range []string{"jobs", "workflows", "events", "timers", "deadlines", "shutdowns"} {
-		wantExit(t, osfs, qctl.ExitUsage, "does not exist", "-d", filepath.Join(tmp, "missing"), cmd)
+		wantExit(t, osfs, qctl.ExitUnreadable, "does not exist", "-d", filepath.Join(tmp, "missing"), cmd)
 	}
 
 	t.Run("newer format", func(t *testing.T) {
@@ -115,8 +116,8 @@ func TestUnreadableInput(t *testing.T) {
 		editStore(t, fs, fixtureDir, func(db *pebble.DB) {
 			set(t, db, []byte("m/format"), binary.BigEndian.AppendUint64(nil, journal.FormatVersion+1))
 		})
-		wantExit(t, fs, qctl.ExitUsage, "written by a newer version of quire", "inspect", fixtureDir)
-		wantExit(t, fs, qctl.ExitUsage, "written by a newer version of quire", "verify", fixtureDir)
+		wantExit(t, fs, qctl.ExitUnreadable, "written by a newer version of quire", "inspect", fixtureDir)
+		wantExit(t, fs, qctl.ExitUnreadable, "written by a newer version of quire", "verify", fixtureDir)
 	})
 
 	t.Run("newer record version", func(t *testing.T) {
@@ -130,7 +131,7 @@ func TestUnreadableInput(t *testing.T) {
 			binary.BigEndian.PutUint32(v[len(v)-4:], record.Checksum(append(append([]byte(nil), key...), body...)))
 			set(t, db, key, v)
 		})
-		wantExit(t, fs, qctl.ExitUsage, "newer version of quire", "inspect", fixtureDir)
+		wantExit(t, fs, qctl.ExitUnreadable, "newer version of quire", "inspect", fixtureDir)
 	})
 }
 
@@ -156,8 +157,8 @@ func TestLockedDirectory(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantExit(t, fs, qctl.ExitUsage, hint, "inspect", dir)
-		wantExit(t, fs, qctl.ExitUsage, hint, "-d", dir, "events")
+		wantExit(t, fs, qctl.ExitLocked, hint, "inspect", dir)
+		wantExit(t, fs, qctl.ExitLocked, hint, "-d", dir, "events")
 		cp := dir + "-checkpoint"
 		if err := j.Checkpoint(cp); err != nil {
 			t.Fatal(err)
@@ -188,7 +189,7 @@ func TestLockedByQctl(t *testing.T) {
 	}
 	defer held.Close()
 	for _, args := range [][]string{{"inspect", fixtureDir}, {"verify", fixtureDir}, {"-d", fixtureDir, "jobs"}} {
-		wantExit(t, fs, qctl.ExitUsage, fixtureDir+" "+lockedHint, args...)
+		wantExit(t, fs, qctl.ExitLocked, fixtureDir+" "+lockedHint, args...)
 	}
 }
 
@@ -233,7 +234,7 @@ func TestLockFileAsDocumented(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(other, "notes.txt"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	wantExit(t, vfs.Default, qctl.ExitUsage, "is not a quire journal", "inspect", other)
+	wantExit(t, vfs.Default, qctl.ExitUnreadable, "is not a quire journal", "inspect", other)
 	if _, err := os.Stat(filepath.Join(other, "LOCK")); !errors.Is(err, iofs.ErrNotExist) {
 		t.Fatalf("a directory that holds no journal got a LOCK file (%v)", err)
 	}
@@ -266,14 +267,14 @@ func (lockDeniedFS) Lock(name string) (io.Closer, error) {
 }
 
 // TestLockFileDenied: a LOCK file qctl may not open is a permission
-// problem, not a running engine: exit 2 with what to do, and --follow
+// problem, not a running engine: exit 5 with what to do, and --follow
 // stops at once rather than wait for an engine that is not there.
 func TestLockFileDenied(t *testing.T) {
 	t.Parallel()
 	fs := lockDeniedFS{fixture(t)}
 	const hint = "needs write access to the directory's LOCK file, or to the directory when there is no LOCK"
 	for _, args := range [][]string{{"inspect", fixtureDir}, {"verify", fixtureDir}, {"-d", fixtureDir, "events"}} {
-		wantExit(t, fs, qctl.ExitUsage, hint, args...)
+		wantExit(t, fs, qctl.ExitUnreadable, hint, args...)
 		if _, _, stderr := run(t, fs, args...); strings.Contains(stderr, "in use by") {
 			t.Fatalf("qctl %s blames another holder of the lock: %s", strings.Join(args, " "), stderr)
 		}
@@ -283,7 +284,7 @@ func TestLockFileDenied(t *testing.T) {
 		t.Error("--follow waits on a LOCK file it may not open")
 		return context.Canceled
 	}}
-	if code := qctl.Main(context.Background(), []string{"-d", fixtureDir, "events", "--follow"}, env); code != qctl.ExitUsage || !strings.Contains(errb.String(), hint) {
+	if code := qctl.Main(context.Background(), []string{"-d", fixtureDir, "events", "--follow"}, env); code != qctl.ExitUnreadable || !strings.Contains(errb.String(), hint) {
 		t.Fatalf("--follow: exit %d, stderr %q", code, errb.String())
 	}
 }
@@ -338,5 +339,5 @@ func TestEmptyJournal(t *testing.T) {
 			t.Fatalf("qctl %s: exit %d\n%s%s", strings.Join(args, " "), code, stdout, stderr)
 		}
 	}
-	wantExit(t, fs, qctl.ExitFindings, "holds no job or workflow", "-d", fixtureDir, "show", jobOK)
+	wantExit(t, fs, qctl.ExitNotFound, "holds no job or workflow", "-d", fixtureDir, "show", jobOK)
 }

@@ -205,7 +205,7 @@ func (x *runCtx) scan(j *journal.Journal, label string, from, to uint64, fn func
 			p.step(it.Record().Seq)
 		}
 		if err := x.ctx.Err(); err != nil {
-			return usageErr("interrupted: %v", err)
+			return interrupted(err)
 		}
 	}
 	if err := it.Err(); err != nil {
@@ -233,15 +233,16 @@ func scanLog(j *journal.Journal, from, to uint64) *journal.Iter {
 	}
 }
 
-// readError is the message of a journal read that failed.
+// readError is the *exitError of a journal read that failed: the journal
+// cannot be read on, as the engine's Open could not (ExitUnreadable).
 func readError(j *journal.Journal, err error) error {
 	if errors.Is(err, journal.ErrCorrupt) {
-		return usageErr("%s is corrupt: %s (qctl verify %s lists every problem)", j.Dir(), corruptText(err), j.Dir())
+		return unreadableErr(err, "%s is corrupt: %s (qctl verify %s lists every problem)", j.Dir(), corruptText(err), j.Dir())
 	}
 	if errors.Is(err, record.ErrNewerVersion) {
-		return usageErr("%s holds records of a newer version of quire: %v", j.Dir(), err)
+		return unreadableErr(err, "%s holds records of a newer version of quire: %v", j.Dir(), err)
 	}
-	return usageErr("reading %s: %v", j.Dir(), err)
+	return unreadableErr(err, "reading %s: %v", j.Dir(), err)
 }
 
 // replayFinding is the message of a record replay refused.
@@ -286,7 +287,7 @@ func (x *runCtx) foldScan(j *journal.Journal, f *folder, label string, from, to 
 func (s *foldScan) Next() bool {
 	s.settle()
 	if err := s.x.ctx.Err(); err != nil {
-		s.err = usageErr("interrupted: %v", err)
+		s.err = interrupted(err)
 		return false
 	}
 	if !s.Iter.Next() {
@@ -335,7 +336,7 @@ func (s *foldScan) Err() error {
 // replayErr; s then reads on without folding, for callers that count
 // the rest. Anything else that ends the scan is returned as err, an
 // *exitError: damage the journal cannot attribute to one stream refuses
-// the journal (exit 2), as it refuses the engine's Open.
+// the journal (ExitUnreadable), as it refuses the engine's Open.
 func (s *foldScan) fold() (replayErr, err error) {
 	_, ferr := replay.FoldQuarantining(s.f.st, s)
 	if ferr == nil {

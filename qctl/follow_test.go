@@ -204,7 +204,7 @@ func TestProgressErasedBeforeOutput(t *testing.T) {
 // TestEventsFollowWaitsAtFirst: --follow on a directory an engine holds
 // when it starts waits it out as later polls do: it warns once, polls,
 // and prints once the engine let go. Without --follow a locked directory
-// is still exit 2.
+// is still exit 4 (locked).
 func TestEventsFollowWaitsAtFirst(t *testing.T) {
 	t.Parallel()
 	fs := fixture(t)
@@ -212,7 +212,7 @@ func TestEventsFollowWaitsAtFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantExit(t, fs, qctl.ExitUsage, "in use by an engine or another qctl", "-d", fixtureDir, "events", "--kind", "debug")
+	wantExit(t, fs, qctl.ExitLocked, "in use by an engine or another qctl", "-d", fixtureDir, "events", "--kind", "debug")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	polls := 0

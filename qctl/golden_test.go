@@ -90,7 +90,7 @@ var goldenCases = []struct {
 	{"show_wf_deadline", []string{"-d", fixtureDir, "show", wfNightly}, qctl.ExitOK},
 	{"show_wf_paused", []string{"-d", fixtureDir, "show", wfReport}, qctl.ExitOK},
 	{"show_engine", []string{"-d", fixtureDir, "show", "engine"}, qctl.ExitOK},
-	{"show_unknown", []string{"-d", fixtureDir, "show", "job_nope"}, qctl.ExitFindings},
+	{"show_unknown", []string{"-d", fixtureDir, "show", "job_nope"}, qctl.ExitNotFound},
 	{"events", []string{"-d", fixtureDir, "events"}, qctl.ExitOK},
 	{"events_kind", []string{"-d", fixtureDir, "events", "--kind", "attempt_retry_scheduled", "--kind", "attempt_buried,job_buried"}, qctl.ExitOK},
 	{"events_stream", []string{"-d", fixtureDir, "events", "--stream", wfNightly, "--from", "40"}, qctl.ExitOK},
@@ -103,7 +103,7 @@ var goldenCases = []struct {
 	{"verify", []string{"verify", fixtureDir}, qctl.ExitOK},
 	{"state", []string{"state", fixtureDir}, qctl.ExitOK},
 	{"state_at", []string{"state", fixtureDir, "--at", "20"}, qctl.ExitOK},
-	{"state_beyond", []string{"state", fixtureDir, "--at", "1000"}, qctl.ExitFindings},
+	{"state_beyond", []string{"state", fixtureDir, "--at", "1000"}, qctl.ExitNotFound},
 }
 
 // replayDigests returns the replay digest of the fixture at every seq, so

@@ -14,21 +14,47 @@ import (
 )
 
 // Exit codes of [Main]. They are part of qctl's interface: scripts branch
-// on them.
+// on them, so a code keeps its meaning and its number. Each failure has
+// one code, whichever command meets it; only [ExitOK] and [ExitFindings]
+// say the command's output is complete.
 const (
 	// ExitOK means the command ran and found nothing wrong.
 	ExitOK = 0
-	// ExitFindings means the command ran and found a problem: verify found
-	// a defect, inspect met a record replay refuses, a command that
-	// replays the log set a stream with a damaged record aside
-	// (spec/reliability.md §4.4; its output is complete, with that
-	// stream's jobs and workflow as corrupt), events listed a damaged
-	// record, or show or state found nothing for the request.
+	// ExitFindings means the command ran, printed all of its output, and
+	// found a problem: verify found a defect, inspect met a record replay
+	// refuses, a command that replays the log set a stream with a damaged
+	// record aside (spec/reliability.md §4.4; its output shows that
+	// stream's jobs and workflow as corrupt), or events listed a damaged
+	// record.
 	ExitFindings = 1
-	// ExitUsage means bad arguments or input that cannot be read,
-	// including damage that leaves the journal's order in doubt, which the
-	// engine's Open refuses too.
+	// ExitUsage means bad flags or arguments: an unknown command or flag,
+	// a flag value out of range, an id that cannot be one. Arguments are
+	// checked before the journal is opened, so the journal's state plays
+	// no part in it.
 	ExitUsage = 2
+	// ExitNotFound means the journal was read and holds nothing at what
+	// the command was asked about: show's id names no job or workflow, or
+	// state's --at is past the last seq. Listings that match nothing exit
+	// [ExitOK].
+	ExitNotFound = 3
+	// ExitLocked means the journal's lock is held (journal.ErrLocked): an
+	// engine runs on the directory, or another qctl reads it. The lock
+	// does not say which. A script can retry once it is free, or point
+	// qctl at a checkpoint (Engine.Checkpoint).
+	ExitLocked = 4
+	// ExitUnreadable means the journal cannot be opened or read: the
+	// directory is missing, is a file, holds no journal, was written by a
+	// newer version of quire, cannot be opened for lack of permission, or
+	// holds damage that leaves the order in doubt, which the engine's Open
+	// refuses too. verify reports damage it can name as [ExitFindings]
+	// instead.
+	ExitUnreadable = 5
+	// ExitAborted means the command stopped before it finished, for a
+	// reason outside the journal and the arguments: it was interrupted
+	// (Ctrl-C, SIGTERM), or its output could not be written. What it
+	// printed is incomplete. events --follow ends on an interrupt as
+	// usual, with [ExitOK] or [ExitFindings].
+	ExitAborted = 6
 )
 
 // Env is what a run of [Main] takes from its process.
@@ -77,6 +103,22 @@ func findingErr(format string, args ...any) error {
 	return &exitError{code: ExitFindings, msg: fmt.Sprintf(format, args...)}
 }
 
+func notFoundErr(format string, args ...any) error {
+	return &exitError{code: ExitNotFound, msg: fmt.Sprintf(format, args...)}
+}
+
+// unreadableErr ends a command on a journal it cannot open or read;
+// cause is the error that says why (nil if qctl found it out itself).
+func unreadableErr(cause error, format string, args ...any) error {
+	return &exitError{code: ExitUnreadable, msg: fmt.Sprintf(format, args...), cause: cause}
+}
+
+// interrupted ends a command whose ctx ended (Ctrl-C, SIGTERM) before it
+// finished.
+func interrupted(err error) error {
+	return &exitError{code: ExitAborted, msg: fmt.Sprintf("interrupted: %v", err), cause: err}
+}
+
 // silentFindings ends a command whose output already says what was found.
 var silentFindings = &exitError{code: ExitFindings}
 
@@ -95,15 +137,20 @@ one job's or workflow's stream sets that stream aside, as the engine does
 at open: commands that replay the log show its jobs and workflow as
 corrupt, the other streams in full, and exit 1; events lists the record
 with kind unknown, then the records after it, and exits 1. Damage that
-leaves the order in doubt refuses the journal (exit 2), as it refuses the
+leaves the order in doubt refuses the journal (exit 5), as it refuses the
 engine's Open.
 
-Exit codes: 0 ok, 1 findings (verify found a problem, replay refused a
-record or set a damaged stream aside, events listed a damaged record,
-show or state found nothing), 2
-usage or unreadable input (a missing or locked directory, no journal, a
-newer format, corruption outside verify that no stream can be set aside
-for).
+Exit codes, the same for every command:
+  0  ok: the command ran and found nothing wrong
+  1  findings: the output is complete and shows a problem: verify found one, replay refused
+     a record or set a damaged stream aside, events listed a damaged record
+  2  usage: bad flags or arguments
+  3  not found: the journal holds no job or workflow with show's id, or no seq --at
+  4  locked: an engine or another qctl holds the directory; retry when it is free, or
+     inspect a checkpoint
+  5  unreadable: the journal cannot be opened or read: a missing directory, a file, no
+     journal, a newer format, no permission, damage that leaves the order in doubt
+  6  aborted: interrupted, or the output could not be written; the output is incomplete
 
 Examples:
   qctl inspect data/journal
@@ -204,7 +251,9 @@ func Main(ctx context.Context, args []string, env Env) (code int) {
 	}
 	var ee *exitError
 	if !errors.As(err, &ee) {
-		ee = &exitError{code: ExitUsage, msg: err.Error()}
+		// Every failure of the journal or the arguments is an *exitError
+		// where it happens: what is left is writing the output.
+		ee = &exitError{code: ExitAborted, msg: err.Error()}
 	}
 	if ee.msg != "" {
 		fmt.Fprintf(env.Stderr, "qctl: %s\n", ee.msg)

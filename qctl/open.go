@@ -2,6 +2,7 @@ package qctl
 
 import (
 	"errors"
+	"fmt"
 	iofs "io/fs"
 	"time"
 
@@ -18,8 +19,10 @@ const recordBytesMaxRead = 64 << 20
 // openJournal opens dir to read it. It writes no journal data, but it
 // takes the journal's lock (journal.Open does, read-only opens included),
 // which creates dir's LOCK file if absent and rewrites it; a directory
-// that holds no journal gets no LOCK. Every failure is an *exitError with
-// ExitUsage whose message says what the directory is and what to do.
+// that holds no journal gets no LOCK. Every failure is an *exitError whose
+// message says what the directory is and what to do: ExitUsage for an
+// empty -d, ExitLocked for a lock another holds, ExitUnreadable for the
+// rest, with journal.Open's error as its cause.
 func (x *runCtx) openJournal(dir string) (*journal.Journal, error) {
 	if dir == "" {
 		return nil, usageErr("no journal directory: -d (or $QUIRE_DIR) is empty; give the directory as DIR or with -d DIR")
@@ -28,11 +31,11 @@ func (x *runCtx) openJournal(dir string) (*journal.Journal, error) {
 	st, err := fs.Stat(dir)
 	switch {
 	case errors.Is(err, iofs.ErrNotExist):
-		return nil, usageErr("%s does not exist (give the journal directory as DIR or with -d)", dir)
+		return nil, unreadableErr(err, "%s does not exist (give the journal directory as DIR or with -d)", dir)
 	case err != nil:
-		return nil, usageErr("cannot read %s: %v", dir, err)
+		return nil, unreadableErr(err, "cannot read %s: %v", dir, err)
 	case !st.IsDir():
-		return nil, usageErr("%s is a file, not a journal directory", dir)
+		return nil, unreadableErr(nil, "%s is a file, not a journal directory", dir)
 	}
 	j, err := journal.Open(dir, journal.Options{
 		FS:             fs,
@@ -42,36 +45,33 @@ func (x *runCtx) openJournal(dir string) (*journal.Journal, error) {
 		GroupBytesMax:  recordBytesMaxRead,
 	})
 	if err != nil {
-		ee := openError(dir, err).(*exitError)
-		ee.cause = err
-		return nil, ee
+		return nil, openError(dir, err)
 	}
 	return j, nil
 }
 
 // openError turns an error of journal.Open into the message an operator
-// needs.
-func openError(dir string, err error) error {
+// needs and the exit code a script branches on.
+func openError(dir string, err error) *exitError {
+	code, msg := ExitUnreadable, ""
 	switch {
-	case isLockError(err):
+	case errors.Is(err, journal.ErrLocked):
 		// The lock does not say who holds it: an engine, or another
-		// qctl (journal.ErrLocked).
-		return usageErr("%s is in use by an engine or another qctl; if an engine runs on it, take a checkpoint with Engine.Checkpoint(dir) and inspect that", dir)
+		// qctl.
+		code, msg = ExitLocked, fmt.Sprintf("%s is in use by an engine or another qctl; if an engine runs on it, take a checkpoint with Engine.Checkpoint(dir) and inspect that", dir)
 	case errors.Is(err, journal.ErrNotJournal):
-		return usageErr("%s is not a quire journal: %v", dir, err)
+		msg = fmt.Sprintf("%s is not a quire journal: %v", dir, err)
 	case errors.Is(err, record.ErrNewerVersion):
-		return usageErr("%s was written by a newer version of quire; use a qctl of that version: %v", dir, err)
+		msg = fmt.Sprintf("%s was written by a newer version of quire; use a qctl of that version: %v", dir, err)
 	case errors.Is(err, journal.ErrCorrupt):
-		return usageErr("%s is corrupt: %s (qctl verify %s lists every problem)", dir, corruptText(err), dir)
+		msg = fmt.Sprintf("%s is corrupt: %s (qctl verify %s lists every problem)", dir, corruptText(err), dir)
 	case errors.Is(err, iofs.ErrPermission):
-		return usageErr("cannot open %s: %v (qctl takes the journal's lock as an engine does, so it needs write access to the directory's LOCK file, or to the directory when there is no LOCK: run it as the engine's user, or inspect a checkpoint taken with Engine.Checkpoint)", dir, err)
+		msg = fmt.Sprintf("cannot open %s: %v (qctl takes the journal's lock as an engine does, so it needs write access to the directory's LOCK file, or to the directory when there is no LOCK: run it as the engine's user, or inspect a checkpoint taken with Engine.Checkpoint)", dir, err)
+	default:
+		msg = fmt.Sprintf("cannot open %s: %v", dir, err)
 	}
-	return usageErr("cannot open %s: %v", dir, err)
+	return &exitError{code: code, msg: msg, cause: err}
 }
-
-// isLockError reports whether err is journal.Open finding the directory
-// locked by another open journal (an engine, or another qctl).
-func isLockError(err error) bool { return errors.Is(err, journal.ErrLocked) }
 
 // stoppedClock satisfies journal.Options.Clock for read-only opens, which
 // never stamp a record. qctl never reads the wall clock (Env.Now).

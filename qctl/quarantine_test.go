@@ -315,7 +315,7 @@ func TestRL5_DamagedFirstRecord(t *testing.T) {
 // TestRL5_UnattributableDamageRefuses: the damage spec/reliability.md
 // §4.4 has the engine's Open refuse, because the order itself is in
 // doubt, makes every command that replays the log, and events, refuse the
-// journal (exit 2, naming the seq), while verify reports it (exit 1): damage in
+// journal (exit 5, naming the seq), while verify reports it (exit 1): damage in
 // the engine's stream, a missing record, a damaged record the s/ index
 // does not name, a sound record it does not name, and a chain broken
 // between two records that each pass their checks (RL-5).
@@ -359,7 +359,7 @@ func TestRL5_UnattributableDamageRefuses(t *testing.T) {
 				{"-d", fixtureDir, "deadlines"}, {"-d", fixtureDir, "show", jobRunning},
 				{"-d", fixtureDir, "events"}, {"--json", "-d", fixtureDir, "events"},
 			} {
-				wantExit(t, fs, qctl.ExitUsage, says, args...)
+				wantExit(t, fs, qctl.ExitUnreadable, says, args...)
 			}
 			code, probs, ok := verifyJSON(t, fs)
 			if code != qctl.ExitFindings || ok || len(probs) == 0 {
@@ -585,7 +585,7 @@ func TestRL5_EventsFiltersDamage(t *testing.T) {
 	// The engine's stream cannot be set aside: its damage ends a listing
 	// of that stream as it ends one of the log.
 	fs = damagedFixture(t, 40)
-	wantExit(t, fs, qctl.ExitUsage, "db is corrupt: journal: corrupt at seq 40", "-d", fixtureDir, "events", "--stream", engine)
+	wantExit(t, fs, qctl.ExitUnreadable, "db is corrupt: journal: corrupt at seq 40", "-d", fixtureDir, "events", "--stream", engine)
 }
 
 // TestRL5_EventsFollowDamage: --follow lists a damaged record once, goes

@@ -68,7 +68,7 @@ func indexKey(id string) []byte {
 
 // TestVerifyCorrupt: hand-corrupted journals make verify exit 1 and name
 // the seq and stream of every problem, in human and JSON output; the
-// other commands refuse a journal whose order is in doubt with exit 2 and
+// other commands refuse a journal whose order is in doubt with exit 5 and
 // point at verify (RL-5, spec/reliability.md §4.4; quarantine_test.go has
 // the damage they read past).
 func TestVerifyCorrupt(t *testing.T) {
@@ -160,8 +160,8 @@ func TestVerifyCorrupt(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
-		wantExit(t, fs, qctl.ExitUsage, `at seq 10 stream "`+jobRetry+`": record missing`, "inspect", fixtureDir)
-		wantExit(t, fs, qctl.ExitUsage, "qctl verify db lists every problem", "-d", fixtureDir, "jobs")
+		wantExit(t, fs, qctl.ExitUnreadable, `at seq 10 stream "`+jobRetry+`": record missing`, "inspect", fixtureDir)
+		wantExit(t, fs, qctl.ExitUnreadable, "qctl verify db lists every problem", "-d", fixtureDir, "jobs")
 	})
 }
 
@@ -264,7 +264,7 @@ func flipByte(t *testing.T, fs vfs.FS, name string, off int) {
 // verify reports it as a failed check (exit 1) that names the file, with
 // the checks it cut short incomplete in text and null in JSON, and says
 // the same on every run, whichever of its two passes meets the block
-// first. Other commands refuse the journal with exit 2.
+// first. Other commands refuse the journal with exit 5.
 func TestVerifyDamagedBlock(t *testing.T) {
 	t.Parallel()
 	fs := fixture(t)
@@ -335,7 +335,7 @@ func TestVerifyDamagedBlock(t *testing.T) {
 		}
 	}
 
-	if code, _, stderr := damaged("-d", fixtureDir, "jobs"); code != qctl.ExitUsage || !strings.Contains(stderr, "file <table> is damaged: block 0/") || strings.Contains(stderr, "carrier") {
+	if code, _, stderr := damaged("-d", fixtureDir, "jobs"); code != qctl.ExitUnreadable || !strings.Contains(stderr, "file <table> is damaged: block 0/") || strings.Contains(stderr, "carrier") {
 		t.Fatalf("jobs: exit %d, stderr %q", code, stderr)
 	}
 }

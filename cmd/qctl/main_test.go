@@ -103,7 +103,7 @@ func TestJournalOfARealEngine(t *testing.T) {
 
 	// Live: the directory is locked; a checkpoint reads and verifies.
 	code, _, stderr := qctlRun(t, now, "inspect", dir)
-	if code != qctl.ExitUsage || !strings.Contains(stderr, "in use by an engine or another qctl; if an engine runs on it, take a checkpoint with Engine.Checkpoint(dir)") {
+	if code != qctl.ExitLocked || !strings.Contains(stderr, "in use by an engine or another qctl; if an engine runs on it, take a checkpoint with Engine.Checkpoint(dir)") {
 		t.Fatalf("inspect of the live directory: exit %d, stderr %q", code, stderr)
 	}
 	cp := dir + "-checkpoint"

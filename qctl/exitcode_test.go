@@ -1,0 +1,123 @@
+package qctl_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/quire-dev/quire/clock/clocktest"
+	"github.com/quire-dev/quire/journal"
+	"github.com/quire-dev/quire/journal/record"
+	"github.com/quire-dev/quire/qctl"
+)
+
+// TestExitCodes: each exit code a script branches on, from a command run
+// as a user runs it (qctl.Main, arguments and all) on the golden
+// fixture, set up the way that code needs. One case per code; the codes
+// are distinct, so each case also proves its failure is told apart from
+// the others.
+func TestExitCodes(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name  string
+		code  int
+		setup func(t *testing.T) vfs.FS // the fixture, changed as the case needs
+		args  []string
+		says  string // on stderr
+		ctx   func() context.Context
+		out   io.Writer // stdout, if not a buffer
+	}{
+		{name: "ok", code: qctl.ExitOK, setup: fixtureFS, args: []string{"verify", fixtureDir}},
+		{name: "findings: damaged stream", code: qctl.ExitFindings, setup: func(t *testing.T) vfs.FS {
+			return damagedFixture(t, damagedSeq)
+		}, args: []string{"-d", fixtureDir, "jobs"}, says: "1 stream set aside"},
+		{name: "usage", code: qctl.ExitUsage, setup: fixtureFS,
+			args: []string{"-d", fixtureDir, "jobs", "--status", "done"}, says: `--status "done"`},
+		{name: "usage before the journal is opened", code: qctl.ExitUsage, setup: heldFS,
+			args: []string{"-d", fixtureDir, "show", strings.Repeat("x", 200)}, says: "is not a job or workflow id"},
+		{name: "not found: id", code: qctl.ExitNotFound, setup: fixtureFS,
+			args: []string{"-d", fixtureDir, "show", "job_01KE4Z6R000000000000NONE"}, says: "holds no job or workflow job_01KE4Z6R000000000000NONE"},
+		{name: "not found: seq", code: qctl.ExitNotFound, setup: fixtureFS,
+			args: []string{"state", fixtureDir, "--at", "67"}, says: "ends at seq 66; there is no seq 67"},
+		{name: "locked", code: qctl.ExitLocked, setup: heldFS,
+			args: []string{"-d", fixtureDir, "jobs"}, says: lockedHint},
+		{name: "unreadable: missing", code: qctl.ExitUnreadable, setup: fixtureFS,
+			args: []string{"inspect", "nowhere"}, says: "nowhere does not exist"},
+		{name: "unreadable: newer format", code: qctl.ExitUnreadable, setup: func(t *testing.T) vfs.FS {
+			fs := fixture(t)
+			editStore(t, fs, fixtureDir, func(db *pebble.DB) {
+				set(t, db, []byte("m/format"), binary.BigEndian.AppendUint64(nil, journal.FormatVersion+1))
+			})
+			return fs
+		}, args: []string{"verify", fixtureDir}, says: "written by a newer version of quire"},
+		{name: "unreadable: order in doubt", code: qctl.ExitUnreadable, setup: func(t *testing.T) vfs.FS {
+			fs := fixture(t)
+			editStore(t, fs, fixtureDir, func(db *pebble.DB) {
+				if err := db.Delete(record.LogKey(10), pebble.Sync); err != nil {
+					t.Fatal(err)
+				}
+			})
+			return fs
+		}, args: []string{"-d", fixtureDir, "timers"}, says: "record missing"},
+		{name: "aborted: interrupted", code: qctl.ExitAborted, setup: fixtureFS,
+			args: []string{"inspect", fixtureDir}, says: "interrupted: context canceled",
+			ctx: func() context.Context {
+				ctx, cancel := context.WithCancel(context.Background())
+				cancel()
+				return ctx
+			}},
+		{name: "aborted: output not written", code: qctl.ExitAborted, setup: fixtureFS,
+			args: []string{"-d", fixtureDir, "jobs"}, says: errFull.Error(),
+			out: fullWriter{}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			fs := c.setup(t)
+			ctx := context.Background()
+			if c.ctx != nil {
+				ctx = c.ctx()
+			}
+			var out, errb bytes.Buffer
+			var stdout io.Writer = &out
+			if c.out != nil {
+				stdout = c.out
+			}
+			code := qctl.Main(ctx, c.args, qctl.Env{Stdout: stdout, Stderr: &errb, FS: fs, Now: fixtureNow})
+			if code != c.code {
+				t.Fatalf("qctl %s: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", strings.Join(c.args, " "), code, c.code, out.String(), errb.String())
+			}
+			if !strings.Contains(errb.String(), c.says) {
+				t.Fatalf("qctl %s: stderr %q does not say %q", strings.Join(c.args, " "), errb.String(), c.says)
+			}
+		})
+	}
+}
+
+var errFull = errors.New("no space left on device")
+
+// fullWriter fails every write, as stdout redirected to a full disk does.
+type fullWriter struct{}
+
+func (fullWriter) Write([]byte) (int, error) { return 0, errFull }
+
+func fixtureFS(t *testing.T) vfs.FS { return fixture(t) }
+
+// heldFS returns the fixture with its journal held open, as a running
+// engine holds it, until the test ends.
+func heldFS(t *testing.T) vfs.FS {
+	fs := fixture(t)
+	held, err := journal.Open(fixtureDir, journal.Options{FS: fs, Clock: clocktest.New(t0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { held.Close() })
+	return fs
+}
