@@ -34,3 +34,49 @@ func TestHandle_NilFuncMatchesErrInvalidOption(t *testing.T) {
 		t.Fatalf("HandleDeadline after a refused one: %v", err)
 	}
 }
+
+// DL-36: Scope.Register refuses an empty key, a nil resource and a key
+// already held with a *NameError naming the key, matching ErrInvalidName,
+// ErrInvalidOption and ErrDuplicate, so that a handler can tell them
+// apart; what it refused is not closed by the engine, and what it
+// registered is closed once.
+func TestDL36_ScopeRegisterRefusalsAreTyped(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	var rec recorder
+	var errs []error
+	if err := api.Handle(b.eng, "h", func(ctx context.Context, d *api.Delivery, in msg) error {
+		s := d.Scope()
+		errs = append(errs,
+			s.Register("", closer(func() error { rec.add("empty"); return nil })),
+			s.Register("conn", nil),
+			s.Register("conn", closer(func() error { rec.add("conn"); return nil })),
+			s.Register("conn", closer(func() error { rec.add("second"); return nil })))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	b.start()
+	id := b.enqueue("h", msg{})
+	b.idle()
+	b.wantStatus(id, api.JobCompleted)
+	for i, want := range []struct {
+		name string
+		is   error
+	}{{"", api.ErrInvalidName}, {"conn", api.ErrInvalidOption}, {"conn", nil}, {"conn", api.ErrDuplicate}} {
+		err := errs[i]
+		if want.is == nil {
+			if err != nil {
+				t.Fatalf("Register %d: %v", i, err)
+			}
+			continue
+		}
+		var ne *api.NameError
+		if !errors.As(err, &ne) || ne.Kind != "resource" || ne.Name != want.name || !errors.Is(err, want.is) {
+			t.Fatalf("Register %d: err = %v, want a *NameError naming resource %q matching %v", i, err, want.name, want.is)
+		}
+	}
+	if got := rec.get(); len(got) != 1 || got[0] != "conn" {
+		t.Fatalf("DL-36: closed %v, want [conn]: only what was registered, once", got)
+	}
+}

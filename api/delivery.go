@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -158,12 +159,26 @@ type Scope struct {
 }
 
 // Register adds r under key, to be closed once when the attempt ends, in
-// reverse order of registration. It fails for an empty key or nil r, a
-// key already held, and, wrapping [ErrScopeClosed], once the attempt
-// reached its scope's disposal point (the execution returned and its
-// termination hooks ran, DL-36), whether or not the scope held anything:
-// then r is not registered and the caller must close it.
-func (s *Scope) Register(key string, r io.Closer) error { return s.s.Register(key, r) }
+// reverse order of registration. It fails with a [*NameError] naming key
+// for an empty key (matching [ErrInvalidName]), a nil r (matching
+// [ErrInvalidOption]) or a key already held (matching [ErrDuplicate]),
+// and, wrapping [ErrScopeClosed], once the attempt reached its scope's
+// disposal point (the execution returned and its termination hooks ran,
+// DL-36), whether or not the scope held anything. When it fails, r is not
+// registered and the caller must close it.
+func (s *Scope) Register(key string, r io.Closer) error {
+	switch {
+	case key == "":
+		return &NameError{Kind: "resource", Name: key, Err: nameRuleError("must not be empty")}
+	case r == nil:
+		return &NameError{Kind: "resource", Name: key, Err: argRuleError("resource is nil")}
+	}
+	err := s.s.Register(key, r)
+	if errors.Is(err, scheduler.ErrScopeDuplicate) {
+		return &NameError{Kind: "resource", Name: key, Err: ErrDuplicate}
+	}
+	return err
+}
 
 // Lookup returns the resource under key while the scope is open.
 func (s *Scope) Lookup(key string) (io.Closer, bool) { return s.s.Lookup(key) }

@@ -153,9 +153,10 @@ func handlerCode(code string) string {
 	return code
 }
 
-// NameError reports a call naming a handler, queue or job that is unknown
-// or malformed: Kind says which ("handler", "queue", "job"), Name what was
-// given.
+// NameError reports a call naming a handler, queue, job or other named
+// thing that is unknown, malformed, taken or given with a bad argument:
+// Kind says which ("handler", "queue", "job", "workflow", "signal",
+// "resource", ...), Name what was given.
 type NameError struct {
 	Kind string
 	Name string

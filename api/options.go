@@ -229,8 +229,9 @@ const (
 )
 
 // ErrInvalidOption is matched by every [*OptionError] with errors.Is, by
-// every [*WorkflowError], and by the [*NameError] of a nil func given to
-// [Handle] or [HandleDeadline].
+// every [*WorkflowError], and by a [*NameError] refusing a bad argument
+// given with a name: a nil func given to [Handle] or [HandleDeadline], a
+// nil resource given to [Scope.Register].
 var ErrInvalidOption = errors.New("quire: invalid option")
 
 // OptionError reports an option or argument that failed validation:

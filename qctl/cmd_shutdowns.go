@@ -17,6 +17,14 @@ and forced outcomes and durations, the report's actions, counters and resource e
 (SD-27..SD-30). A run without a report ended without one (a crash or kill), or is still
 running.
 
+shutdowns exits 1 when a shutdown it lists did not succeed: its report's completion is
+failed or incomplete (SD-30: only graceful_completed and forced_completed are success),
+or it began (shutdown_initiated) and no report followed (SD-26: a missing report is
+never success; the process ended during the shutdown, SD-36). A checkpoint taken during
+a shutdown shows it that way too. A run that never began a shutdown is listed as such
+(SD-33) but is not counted: the newest may still be running, and the next run recovers
+what a crash left open (DL-44).
+
 Examples:
   qctl -d data/journal shutdowns
   qctl -d data/journal shutdowns --json | tail -n 1`
@@ -31,6 +39,7 @@ type runView struct {
 	Recovered int64
 
 	Initiated *record.ShutdownInitiated
+	InitSeq   uint64
 	InitAt    int64
 	ForcedBy  string
 	ForceAt   int64
@@ -93,7 +102,7 @@ func runsOf(x *runCtx, dir string) ([]*runView, string, error) {
 			runs = append(runs, &runView{RunID: b.RunID, Version: b.Version, StartSeq: r.Seq, StartedAt: b.At, Recovered: b.Recovered})
 		case *record.ShutdownInitiated:
 			v := cur(r)
-			v.Initiated, v.InitAt = b, r.At
+			v.Initiated, v.InitSeq, v.InitAt = b, r.Seq, r.At
 		case *record.ShutdownForceRequested:
 			v := cur(r)
 			v.ForcedBy, v.ForceAt = b.Trigger, r.At
@@ -142,11 +151,59 @@ func (v *runView) verdict(newest bool) string {
 	return "no shutdown: the process ended without one (crash or kill)"
 }
 
+// The completions of a report that are success (SD-30), as SD-27
+// serialises them. qctl reads the journal only, not package shutdown.
+const (
+	completionGraceful = "graceful_completed"
+	completionForced   = "forced_completed"
+)
+
+// failure says how v's shutdown did not succeed, or "" if it did or
+// none began. A report succeeds only as graceful_completed or
+// forced_completed (SD-30); a shutdown that began and published no
+// report never succeeds (SD-26).
+func (v *runView) failure() string {
+	switch {
+	case v.Report != nil:
+		if c := v.Report.Completion; c != completionGraceful && c != completionForced {
+			return fmt.Sprintf("%s (report seq %d)", c, v.ReportSeq)
+		}
+		return ""
+	case v.Initiated != nil:
+		return fmt.Sprintf("began at seq %d, no report", v.InitSeq)
+	}
+	return ""
+}
+
+// shutdownFinding is the finding of a listing whose runs include a
+// shutdown that did not succeed, or nil.
+func shutdownFinding(dir string, runs []*runView) error {
+	var failed []*runView
+	for _, v := range runs {
+		if v.failure() != "" {
+			failed = append(failed, v)
+		}
+	}
+	if len(failed) == 0 {
+		return nil
+	}
+	parts := firstFew(len(failed), func(i int) string { return failed[i].RunID + ": " + failed[i].failure() })
+	return findingErr("%s: %d shutdown%s did not succeed (%s); only a report that says graceful_completed or forced_completed is success (SD-30)",
+		dir, len(failed), plural(len(failed)), strings.Join(parts, ", "))
+}
+
 func (c *shutdownsCmd) Run(x *runCtx) error {
-	runs, _, err := runsOf(x, x.dir)
+	runs, dir, err := runsOf(x, x.dir)
 	if err != nil {
 		return err
 	}
+	if err := c.print(x, runs); err != nil {
+		return err
+	}
+	return shutdownFinding(dir, runs)
+}
+
+func (c *shutdownsCmd) print(x *runCtx, runs []*runView) error {
 	out := x.env.Stdout
 	if x.json {
 		for i, v := range runs {

@@ -35,8 +35,9 @@
 //
 //   - 0 [ExitOK]: the command ran and found nothing wrong.
 //   - 1 [ExitFindings]: the output is complete and shows a problem: verify
-//     found one, replay refused a record or set a damaged stream aside, or
-//     events listed a damaged record.
+//     found one, replay refused a record or set a damaged stream aside,
+//     events listed a damaged record, shutdowns listed a shutdown that did
+//     not succeed (SD-26, SD-30).
 //   - 2 [ExitUsage]: bad flags or arguments.
 //   - 3 [ExitNotFound]: no job or workflow with show's id, no seq --at.
 //   - 4 [ExitLocked]: an engine or another qctl holds the directory

@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -38,6 +39,9 @@ func TestExitCodes(t *testing.T) {
 		{name: "findings: damaged stream", code: qctl.ExitFindings, setup: func(t *testing.T) vfs.FS {
 			return damagedFixture(t, damagedSeq)
 		}, args: []string{"-d", fixtureDir, "jobs"}, says: "1 stream set aside"},
+		{name: "findings: shutdown without report", code: qctl.ExitFindings, setup: func(t *testing.T) vfs.FS {
+			return appendShutdown(t, false, nil) // began, no report
+		}, args: []string{"-d", fixtureDir, "shutdowns"}, says: "1 shutdown did not succeed"},
 		{name: "usage", code: qctl.ExitUsage, setup: fixtureFS,
 			args: []string{"-d", fixtureDir, "jobs", "--status", "done"}, says: `--status "done"`},
 		{name: "usage before the journal is opened", code: qctl.ExitUsage, setup: heldFS,
@@ -120,4 +124,85 @@ func heldFS(t *testing.T) vfs.FS {
 	}
 	t.Cleanup(func() { held.Close() })
 	return fs
+}
+
+// appendShutdown returns the fixture with a shutdown of its newest run
+// (run 3) appended: shutdown_initiated and phase 1, then report if not
+// nil. With restart, a run 4 starts after it, as after a kill during the
+// shutdown.
+func appendShutdown(t *testing.T, restart bool, report *record.ShutdownReport) vfs.FS {
+	t.Helper()
+	fs := fixture(t)
+	f := newFx(t, fs, fixtureDir)
+	defer f.close()
+	f.at(2 * time.Hour)
+	start := f.now()
+	f.append(nil, rec(engine, &record.ShutdownInitiated{Trigger: "sigterm", StartAt: start, TotalNanos: int64(30 * time.Second),
+		GracefulAt: start + int64(28*time.Second), HardAt: start + int64(30*time.Second)}))
+	f.append(nil, rec(engine, &record.ShutdownPhaseStarted{Phase: 1, Name: "close_admission"}))
+	if report != nil {
+		f.at(2*time.Hour + 30*time.Second)
+		report.InitiatedAt, report.Trigger, report.BudgetNanos = start, "sigterm", int64(30*time.Second)
+		f.append(nil, rec(engine, report))
+	}
+	if restart {
+		f.at(3 * time.Hour)
+		f.append(nil, rec(engine, &record.RunStarted{RunID: "run_01KE4Z6R00000000000000R4", Version: "0.1.0", At: f.now(), Recovered: 1}))
+	}
+	return fs
+}
+
+// TestShutdownsFindings: shutdowns exits 1 for a shutdown that did not
+// succeed, and names it. Only a report whose completion is
+// graceful_completed or forced_completed is success (SD-30); a shutdown
+// that began and published no report is never success (SD-26, SD-33),
+// whether a run followed (SD-36: the process ended during it) or not. A
+// run that never began a shutdown is shown as such (SD-33) and is not a
+// finding: the fixture's run 1 crashed and its run 3 is still running.
+func TestShutdownsFindings(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name    string
+		restart bool
+		report  *record.ShutdownReport
+		code    int
+		says    string
+	}{
+		{"crash and running, no shutdown begun", false, nil, qctl.ExitOK, ""},
+		{"began, no report, newest run", false, nil, qctl.ExitFindings, "run_01KE4Z6R00000000000000R3: began at seq 67, no report"},
+		{"began, no report, a run after it", true, nil, qctl.ExitFindings, "run_01KE4Z6R00000000000000R3: began at seq 67, no report"},
+		{"report incomplete (SD-31 c)", false, &record.ShutdownReport{Completion: "incomplete", Forced: true}, qctl.ExitFindings,
+			"run_01KE4Z6R00000000000000R3: incomplete (report seq 69)"},
+		{"report failed (SD-31 d)", true, &record.ShutdownReport{Completion: "failed", FailureCode: "OWNED_RESOURCE_CLOSE_FAILED"}, qctl.ExitFindings,
+			"run_01KE4Z6R00000000000000R3: failed (report seq 69)"},
+		{"report forced_completed (SD-31 b)", true, &record.ShutdownReport{Completion: "forced_completed", Forced: true}, qctl.ExitOK, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			var fs vfs.FS = fixture(t)
+			if c.name != cases[0].name {
+				fs = appendShutdown(t, c.restart, c.report)
+			}
+			for _, args := range [][]string{{"-d", fixtureDir, "shutdowns"}, {"--json", "-d", fixtureDir, "shutdowns"}} {
+				code, stdout, stderr := run(t, fs, args...)
+				if code != c.code {
+					t.Fatalf("qctl %s: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, c.code, stdout, stderr)
+				}
+				if c.code == qctl.ExitOK {
+					if stderr != "" {
+						t.Fatalf("qctl %s: stderr %q", strings.Join(args, " "), stderr)
+					}
+					continue
+				}
+				if !strings.Contains(stderr, "1 shutdown did not succeed ("+c.says+")") {
+					t.Fatalf("qctl %s: stderr %q does not name %q", strings.Join(args, " "), stderr, c.says)
+				}
+				// The output is complete: every run is listed.
+				if n := strings.Count(stdout, "run_01KE4Z6R0000000000000"); n < 3 {
+					t.Fatalf("qctl %s: %d runs listed\n%s", strings.Join(args, " "), n, stdout)
+				}
+			}
+		})
+	}
 }

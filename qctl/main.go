@@ -24,8 +24,10 @@ const (
 	// found a problem: verify found a defect, inspect met a record replay
 	// refuses, a command that replays the log set a stream with a damaged
 	// record aside (spec/reliability.md §4.4; its output shows that
-	// stream's jobs and workflow as corrupt), or events listed a damaged
-	// record.
+	// stream's jobs and workflow as corrupt), events listed a damaged
+	// record, or shutdowns listed a shutdown that did not succeed (SD-26,
+	// SD-30: a report other than graceful_completed or forced_completed,
+	// or a shutdown that began and published no report).
 	ExitFindings = 1
 	// ExitUsage means bad flags or arguments: an unknown command or flag,
 	// a flag value out of range, an id that cannot be one. Arguments are
@@ -143,7 +145,9 @@ engine's Open.
 Exit codes, the same for every command:
   0  ok: the command ran and found nothing wrong
   1  findings: the output is complete and shows a problem: verify found one, replay refused
-     a record or set a damaged stream aside, events listed a damaged record
+     a record or set a damaged stream aside, events listed a damaged record, shutdowns
+     listed a shutdown that did not succeed (its report is not graceful_completed or
+     forced_completed, or it began and published none)
   2  usage: bad flags or arguments
   3  not found: the journal holds no job or workflow with show's id, or no seq --at
   4  locked: an engine or another qctl holds the directory; retry when it is free, or
