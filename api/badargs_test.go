@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"testing"
 
 	"github.com/quire-dev/quire/api"
@@ -78,5 +79,37 @@ func TestDL36_ScopeRegisterRefusalsAreTyped(t *testing.T) {
 	}
 	if got := rec.get(); len(got) != 1 || got[0] != "conn" {
 		t.Fatalf("DL-36: closed %v, want [conn]: only what was registered, once", got)
+	}
+}
+
+// Checkpoint refuses an empty dir with an *OptionError naming dir: the
+// journal read it as the working directory on one filesystem ("file
+// already exists") and as nothing on another ("mkdir : no such file"),
+// neither of which says what was wrong. A dir that exists is refused with
+// an error matching fs.ErrExist; a new one gets the copy.
+func TestCheckpoint_EmptyOrExistingDirIsRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	wantOptionError(t, "Checkpoint(\"\")", b.eng.Checkpoint(""), "dir")
+	if err := b.eng.Checkpoint("db"); !errors.Is(err, fs.ErrExist) {
+		t.Fatalf("Checkpoint(journal dir): err = %v, want one matching fs.ErrExist", err)
+	}
+	if err := b.eng.Checkpoint("cp"); err != nil {
+		t.Fatalf("Checkpoint(new dir): %v", err)
+	}
+}
+
+// SD-34: a Lifecycle out of range prints as "lifecycle(N)", as Priority
+// does, instead of panicking in String, and is not live.
+func TestSD34_LifecycleOutOfRangePrints(t *testing.T) {
+	t.Parallel()
+	if got := api.Lifecycle(9).String(); got != "lifecycle(9)" {
+		t.Fatalf("Lifecycle(9).String() = %q", got)
+	}
+	if got := api.Failed.String(); got != "failed" {
+		t.Fatalf("Failed.String() = %q", got)
+	}
+	if api.Lifecycle(9).Live() {
+		t.Fatal("SD-34: Lifecycle(9) is live")
 	}
 }

@@ -56,8 +56,12 @@ const (
 func (l Lifecycle) Live() bool { return l <= Draining }
 
 // String returns the lifecycle's name: "starting", "recovering", "ready",
-// "draining", "stopped" or "failed".
+// "draining", "stopped" or "failed", and "lifecycle(N)" for a value that
+// is none of them.
 func (l Lifecycle) String() string {
+	if l > Failed {
+		return fmt.Sprintf("lifecycle(%d)", uint8(l))
+	}
 	return [...]string{"starting", "recovering", "ready", "draining", "stopped", "failed"}[l]
 }
 
@@ -960,8 +964,13 @@ func (e *Engine) closeJournal() error {
 }
 
 // Checkpoint writes a consistent copy of the journal to dir, which must
-// not exist. Inspect it with qctl while the engine runs.
+// not exist. Inspect it with qctl while the engine runs. An empty dir is
+// refused with an [*OptionError] naming dir, an existing one with an error
+// matching fs.ErrExist.
 func (e *Engine) Checkpoint(dir string) error {
+	if dir == "" {
+		return &OptionError{Field: "dir", Value: dir, Reason: "must name the directory to create"}
+	}
 	if err := e.live(); err != nil {
 		return err
 	}
