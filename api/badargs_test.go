@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io/fs"
 	"testing"
+	"time"
 
 	"github.com/quire-dev/quire/api"
 )
@@ -111,5 +112,31 @@ func TestSD34_LifecycleOutOfRangePrints(t *testing.T) {
 	}
 	if api.Lifecycle(9).Live() {
 		t.Fatal("SD-34: Lifecycle(9) is live")
+	}
+}
+
+// DL-14: a handler that returns a nil *HandlerError returns a non-nil
+// error, which fails its attempt as any other error does: retryable, with
+// code HANDLER_ERROR and a message that says what was returned. Reading
+// it used to panic in the engine's classification, which recorded the
+// attempt as HANDLER_PANICKED with a nil dereference the handler never
+// made.
+func TestDL14_NilHandlerErrorFailsAsAnyError(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	if err := api.Handle(b.eng, "h", func(ctx context.Context, d *api.Delivery, in msg) error {
+		var he *api.HandlerError // "no error" in the handler's mind
+		return he
+	}, api.MaxAttempts(2)); err != nil {
+		t.Fatal(err)
+	}
+	b.start()
+	id := b.enqueue("h", msg{})
+	b.idle()
+	b.advance(time.Hour) // past the retry's backoff
+	j := b.wantStatus(id, api.JobBuried)
+	if j.Attempts != 2 || j.LastCode != api.CodeHandlerError || j.LastError != "nil *api.HandlerError" {
+		t.Fatalf("DL-14: attempts %d, last %s %q; want 2 retryable attempts, HANDLER_ERROR, \"nil *api.HandlerError\"",
+			j.Attempts, j.LastCode, j.LastError)
 	}
 }

@@ -112,8 +112,14 @@ type HandlerError struct {
 }
 
 // Error returns "<class> <code>: <err>", or "<class> <code>" for a nil
-// Err: "permanent BAD_INPUT: line 3", "retryable HANDLER_ERROR".
+// Err: "permanent BAD_INPUT: line 3", "retryable HANDLER_ERROR". A nil
+// *HandlerError, which a handler returns as a non-nil error when it
+// returns a nil pointer of this type, reads "nil *api.HandlerError", and
+// fails its attempt as any other error does: retryable, HANDLER_ERROR.
 func (e *HandlerError) Error() string {
+	if e == nil {
+		return "nil *api.HandlerError"
+	}
 	kind := "retryable"
 	if e.Permanent {
 		kind = "permanent"
@@ -126,7 +132,12 @@ func (e *HandlerError) Error() string {
 }
 
 // Unwrap returns the handler's error.
-func (e *HandlerError) Unwrap() error { return e.Err }
+func (e *HandlerError) Unwrap() error {
+	if e == nil {
+		return nil
+	}
+	return e.Err
+}
 
 // Retryable returns an error that fails the attempt and lets it be retried
 // under the job's retry policy, with code recorded in the settlement. An

@@ -435,7 +435,7 @@ func failureOf(err error, stack string) *scheduler.Failure {
 	}
 	f := &scheduler.Failure{Code: CodeHandlerError, Message: err.Error(), Stack: stack}
 	var he *HandlerError
-	if errors.As(err, &he) {
+	if errors.As(err, &he) && he != nil {
 		if he.Code != "" {
 			f.Code = he.Code
 		}
