@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io/fs"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/quire-dev/quire/api"
+	"github.com/quire-dev/quire/clock/clocktest"
 )
 
 // wantBadArgument checks that err is a *NameError naming name and that it
@@ -139,4 +141,65 @@ func TestDL14_NilHandlerErrorFailsAsAnyError(t *testing.T) {
 		t.Fatalf("DL-14: attempts %d, last %s %q; want 2 retryable attempts, HANDLER_ERROR, \"nil *api.HandlerError\"",
 			j.Attempts, j.LastCode, j.LastError)
 	}
+}
+
+// zeroReader is an Options.Entropy that gives zeros forever.
+type zeroReader struct{}
+
+func (zeroReader) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}
+
+// An Options.Entropy that repeats itself or runs dry, and a clock before
+// 1970, stop nothing: ids are made on the engine's loop, where a repeated
+// id (a job enqueued twice) or an id the ULID library refuses used to
+// panic and end the process. Every id stays distinct within the run, and
+// the work runs and replays (RL-7).
+func TestOptions_DegenerateEntropyOrClockStopsNothing(t *testing.T) {
+	t.Parallel()
+	run := func(t *testing.T, b *testBundle) {
+		t.Helper()
+		if err := api.Handle(b.eng, "h", func(ctx context.Context, d *api.Delivery, in msg) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		wfRegister(t, b.eng, api.NewWorkflow("w").Then("a", wfReturn(nil)))
+		var jobs, wfs []string
+		for range 5 {
+			jobs = append(jobs, b.enqueue("h", msg{}))
+			wfs = append(wfs, wfDispatch(b, "w", nil))
+		}
+		seen := map[string]bool{}
+		for _, id := range append(append([]string(nil), jobs...), wfs...) {
+			if seen[id] {
+				t.Fatalf("id %s made twice", id)
+			}
+			seen[id] = true
+		}
+		b.start()
+		b.idle()
+		for _, id := range jobs {
+			b.wantStatus(id, api.JobCompleted)
+		}
+		for _, id := range wfs {
+			wfWant(b, id, api.WorkflowCompleted)
+		}
+		b.checkReplay()
+	}
+	t.Run("constant entropy", func(t *testing.T) {
+		run(t, setup(t, func(o *api.Options) { o.Entropy = zeroReader{} }))
+	})
+	t.Run("entropy that runs dry", func(t *testing.T) {
+		// Enough for run_started's id and part of the next one.
+		run(t, setup(t, func(o *api.Options) { o.Entropy = bytes.NewReader(make([]byte, 16)) }))
+	})
+	t.Run("clock before 1970", func(t *testing.T) {
+		b := setup(t, nil)
+		if err := b.eng.Close(b.ctx); err != nil {
+			t.Fatal(err)
+		}
+		b.opts.Clock = clocktest.New(time.Date(1969, 7, 20, 20, 17, 0, 0, time.UTC))
+		b.open()
+		run(t, b)
+	})
 }

@@ -244,9 +244,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		}
 	}
 	e.noteQuarantine(st)
-	newID := func(prefix string, now time.Time) string {
-		return prefix + ulid.MustNew(ulid.Timestamp(now), entropy).String()
-	}
+	newID := (&idSource{entropy: entropy}).next
 	e.m = scheduler.NewMachine(scheduler.Config{
 		Workers:         opts.Workers,
 		DeliveryTimeout: opts.DeliveryTimeout,
