@@ -1596,3 +1596,41 @@ func TestWF10_ACycleOfWaitsFails(t *testing.T) {
 	}
 	b.checkReplay()
 }
+
+// WF-10, WF-7: three workflows that each wait Any for the two others can
+// never finish, though each has two ways out: in whatever order they
+// enter their waits, the last to enter finds that none can finish first
+// and fails naming the cycle, and the two others fail after it, although
+// the first of them to notice still counts a dependency under way,
+// instead of all three waiting forever.
+func TestWF10_AnAnyCycleOfWaitsFails(t *testing.T) {
+	b := setup(t, nil)
+	var mu sync.Mutex
+	peers := map[string][]any{}
+	wfRegister(t, b.eng, api.NewWorkflow("trio").
+		Then("pick", func(_ context.Context, d *api.Delivery, _ api.State) (api.State, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return api.State{"ids": peers[d.WorkflowID()]}, nil
+		}).
+		WaitForWorkflowsIn(api.Any(), "ids"))
+	ids := []string{wfDispatch(b, "trio", api.State{}), wfDispatch(b, "trio", api.State{}), wfDispatch(b, "trio", api.State{})}
+	mu.Lock()
+	for i, id := range ids {
+		peers[id] = []any{ids[(i+1)%3], ids[(i+2)%3]}
+	}
+	mu.Unlock()
+	b.start()
+	b.idle()
+	cycles := 0
+	for _, id := range ids {
+		info := wfWant(b, id, api.WorkflowFailed)
+		if strings.Contains(info.Error, "it waits for this workflow") {
+			cycles++
+		}
+	}
+	if cycles == 0 {
+		t.Fatal("WF-10: no failure names the cycle")
+	}
+	b.checkReplay()
+}

@@ -205,6 +205,7 @@ func (m *Machine) enter(d *Decision, now time.Time, w *replay.Workflow) {
 		m.emit(d, w.ID, &record.WorkflowWaiting{WorkflowID: w.ID, Step: w.Step, Status: "waiting_for_workflows",
 			Workflows: ids, Mode: step.Mode, Quorum: int32(step.Quorum)})
 		m.addWaiter(w.ID, ids)
+		m.nestWaiters(w.ID)
 	case StepSub:
 		// The child is a new instance: it starts with the definition
 		// registered now, and records that definition's hash.
@@ -594,6 +595,16 @@ func (m *Machine) addWaiter(id string, deps []string) {
 	}
 }
 
+// nestWaiters raises the nested count of the tallies of the waits that
+// name workflow id, which has just entered a wait for workflows.
+func (m *Machine) nestWaiters(id string) {
+	for _, x := range m.waiters[id] { // once per time x's wait names id
+		if t := m.tallies[x]; t != nil && t.deps[id] > 0 {
+			t.nested++
+		}
+	}
+}
+
 // waitersSweepMin is the number of waiter entries under which they are
 // never swept.
 const waitersSweepMin = 1024
@@ -642,6 +653,12 @@ type waitTally struct {
 	// finish. A failed dependency that is retried (WF-18) is under way
 	// again without raising it, which only makes more decisions full.
 	underway int
+	// nested is an upper bound on the ids under way that wait for
+	// workflows themselves: counted with the tally, raised as one enters
+	// such a wait (nestWaiters), never lowered. Those may be unable to
+	// finish through a cycle of waits, so that only the others are sure
+	// to finish.
+	nested int
 }
 
 // tally returns x's wait tally, counting it from the state if it has none
@@ -657,6 +674,9 @@ func (m *Machine) tally(x *replay.Workflow) (t *waitTally, fresh bool) {
 		t.deps[id]++
 		if y := m.st.Workflows[id]; y != nil && y.Status != replay.WorkflowFailed {
 			t.underway++
+			if y.Status == replay.WorkflowWaitingWorkflows {
+				t.nested++
+			}
 		}
 	}
 	m.tallies[x.ID] = t
@@ -665,12 +685,15 @@ func (m *Machine) tally(x *replay.Workflow) (t *waitTally, fresh bool) {
 
 // waitNeed is the number of a wait's n dependencies that must complete
 // for it to succeed: all of them, one (Any), or its quorum.
-func waitNeed(step *StepDef, n int) int {
-	switch step.Mode {
+func waitNeed(step *StepDef, n int) int { return modeNeed(step.Mode, step.Quorum, n) }
+
+// modeNeed is waitNeed for a wait of mode and quorum, as recorded.
+func modeNeed(mode string, quorum, n int) int {
+	switch mode {
 	case ModeAny:
 		return 1
 	case ModeQuorum:
-		return step.Quorum
+		return quorum
 	}
 	return n
 }
@@ -685,11 +708,21 @@ func waitNeed(step *StepDef, n int) int {
 //     Quorum only once enough have finished to be the quorum (1 for Any)
 //     if all of them completed;
 //   - a failure settles Any and Quorum only once too few are under way to
-//     still make the quorum, and All at once.
+//     still make the quorum, and All at once. With dependencies that wait
+//     for workflows themselves, it may also have been the way out of a
+//     cycle of waits through this one, which can then never be met
+//     (WF-10): only once too few of those under way are sure to finish
+//     (do not wait for workflows) is the wait decided in full, which
+//     looks for the cycle (neverMet).
 //
-// underway is a lower bound, so each answer holds for the true count. A
-// wait whose reaction was deferred, or whose definition was not
-// registered, is decided in full later (settleDeferred,
+// A completion never leaves a wait unable to be met. A failure that does
+// so to waits of a cycle reaches one of them here, since one of them
+// names the failed workflow; each of the others names it or another of
+// them, and is decided in full when that one fails.
+//
+// underway is a lower bound and nested an upper one, so each answer holds
+// for the true counts. A wait whose reaction was deferred, or whose
+// definition was not registered, is decided in full later (settleDeferred,
 // WorkflowRegistered).
 func (t *waitTally) undecided(step *StepDef, n int, status replay.WorkflowStatus) bool {
 	need := waitNeed(step, n)
@@ -701,7 +734,7 @@ func (t *waitTally) undecided(step *StepDef, n int, status replay.WorkflowStatus
 	case status == replay.WorkflowCompleted:
 		return n-t.underway < need
 	}
-	return t.underway >= need
+	return t.underway-t.nested >= need
 }
 
 // childFinished applies the outcome of p's child (WF-8): its public state
@@ -715,37 +748,155 @@ func (m *Machine) childFinished(d *Decision, now time.Time, p *replay.Workflow, 
 	}
 }
 
-// waitCycleNodesMax bounds the workflows waitsOn visits: past it, a cycle
-// is not looked for further and the waits stay as they are.
-const waitCycleNodesMax = 4096
+// waitCycleNodesMax bounds the waits a search for waits that can never be
+// met visits (neverMet), and waitCycleDepsMax the dependencies it reads
+// over them: past either, it concludes nothing and the waits stay as they
+// are.
+const (
+	waitCycleNodesMax = 4096
+	waitCycleDepsMax  = 16 * waitCycleNodesMax
+)
 
-// waitsOn reports whether x cannot finish before workflow id does: x
-// waits for id with an All wait, directly or through workflows that each
-// wait for the next with an All wait. An Any or Quorum wait could be met
-// by other workflows, so the search does not go through one.
-func (m *Machine) waitsOn(x *replay.Workflow, id string) bool {
-	if x.Status != replay.WorkflowWaitingWorkflows {
-		return false // the common case, a dependency under way: no search
-	}
-	seen := map[string]bool{x.ID: true}
-	stack := []*replay.Workflow{x}
-	for len(stack) > 0 && len(seen) <= waitCycleNodesMax {
-		y := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		if y.Status != replay.WorkflowWaitingWorkflows || y.Wait == nil || y.Wait.Mode != ModeAll {
-			continue
+// Why a dependency that waits for workflows itself counts as failed
+// (neverMet): it can finish only once the waiting workflow has, or its
+// own wait can never be met at all.
+const (
+	whyWaitsForThis = "it waits for this workflow"
+	whyNeverMet     = "its wait can never be met"
+)
+
+// waitNode is one wait in a search for waits that can never be met.
+type waitNode struct {
+	need, have int
+	met        bool
+	// waiters lists the nodes whose wait names this one, once for each
+	// time it names it.
+	waiters []int32
+}
+
+// neverMet finds the dependencies that keep w's wait for ids, which needs
+// need of them to complete, from ever being met: those that wait for
+// workflows themselves and can never finish (WF-7, WF-10). deps are the
+// ids' states as settleWorkflowsWait read them. It returns, for each id,
+// why it can never finish, or "", and nil if w's wait can still be met or
+// the search stopped at its bounds.
+//
+// It is a least fixpoint, not a path search. A workflow waiting for
+// workflows can finish only if its wait can still collect enough
+// completions (All: every dependency; Any: one; Quorum: its quorum) from
+// dependencies that can finish themselves. Workflows under way (running,
+// paused, waiting for a signal, delayed, quarantined) and completed ones
+// can; failed, cancelled and unknown ones cannot. Starting from those, a
+// wait that collects enough is met, which may let the waits naming it
+// collect enough in turn. A wait never met that way never will be: what
+// it lacks are completions of workflows that cannot finish, or that wait,
+// directly or through others, for workflows that need them to finish
+// first (a cycle). Whatever the modes: W1 waiting Any(W2) while W2 waits
+// Any(W1) are both never met; W1 waiting Quorum(2 of W2, W3, W4) while W2
+// and W3 wait All(W1) is never met, but would be with a quorum of 1,
+// through W4 if it can finish.
+//
+// It reads the state, and the terminal index for dependencies that left
+// it, visiting waits in the order they name one another, so its answer
+// depends on neither map order nor the order in which the waits were
+// entered: the cycle is found by whichever wait closes it.
+func (m *Machine) neverMet(w *replay.Workflow, need int, ids []string, deps []depState) []string {
+	const (
+		able  = -1 // completed, or under way and able to finish
+		never = -2 // failed, cancelled or unknown: it can never complete
+	)
+	nodes := []waitNode{{need: need}}
+	waits := []*replay.Wait{nil}    // the root's wait is ids, not recorded yet on entry
+	at := map[string]int32{w.ID: 0} // a node's index, able or never
+	reads := 0
+	for i := 0; i < len(nodes); i++ {
+		list := ids
+		if i > 0 {
+			list = waits[i].Workflows
+			m.waitIDsRead += len(list)
 		}
-		for _, dep := range y.Wait.Workflows {
-			if dep == id {
-				return true
+		if reads += len(list); reads > waitCycleDepsMax {
+			return nil
+		}
+		for k, id := range list {
+			j, seen := at[id]
+			if !seen {
+				var ds depState
+				if i == 0 {
+					ds = deps[k]
+				} else {
+					ds = m.depState(id)
+				}
+				switch {
+				case ds.live != nil && ds.status == replay.WorkflowWaitingWorkflows && ds.live.Wait != nil:
+					if len(nodes) >= waitCycleNodesMax {
+						return nil
+					}
+					j = int32(len(nodes))
+					wt := ds.live.Wait
+					nodes = append(nodes, waitNode{need: modeNeed(wt.Mode, int(wt.Quorum), len(wt.Workflows))})
+					waits = append(waits, wt)
+				case ds.known && ds.status != replay.WorkflowFailed && ds.status != replay.WorkflowCancelled:
+					j = able
+				default:
+					j = never
+				}
+				at[id] = j
 			}
-			if z := m.st.Workflows[dep]; z != nil && !seen[dep] {
-				seen[dep] = true
-				stack = append(stack, z)
+			switch j {
+			case able:
+				nodes[i].have++
+			case never:
+			default:
+				nodes[j].waiters = append(nodes[j].waiters, int32(i))
 			}
 		}
 	}
-	return false
+	var met []int32
+	for i := range nodes {
+		if nodes[i].have >= nodes[i].need {
+			nodes[i].met = true
+			met = append(met, int32(i))
+		}
+	}
+	for len(met) > 0 {
+		i := met[len(met)-1]
+		met = met[:len(met)-1]
+		for _, j := range nodes[i].waiters {
+			if nodes[j].have++; !nodes[j].met && nodes[j].have >= nodes[j].need {
+				nodes[j].met = true
+				met = append(met, j)
+			}
+		}
+	}
+	if nodes[0].met {
+		return nil
+	}
+	// The waits that wait for w's, directly or through others, are those
+	// that name the root, then those that name one of them, and so on.
+	reach := make([]bool, len(nodes))
+	next := []int32{0}
+	for len(next) > 0 {
+		i := next[len(next)-1]
+		next = next[:len(next)-1]
+		for _, j := range nodes[i].waiters {
+			if !reach[j] {
+				reach[j] = true
+				next = append(next, j)
+			}
+		}
+	}
+	why := make([]string, len(ids))
+	for k, id := range ids {
+		switch j := at[id]; {
+		case j <= 0 || nodes[j].met:
+		case reach[j]:
+			why[k] = whyWaitsForThis
+		default:
+			why[k] = whyNeverMet
+		}
+	}
+	return why
 }
 
 // failStep fails w because its current step ended in failure at now: a
@@ -923,7 +1074,14 @@ func (ds depState) public() []byte {
 // workflow is parked on it (then a completion resumes it first).
 func (m *Machine) settleWorkflowsWait(d *Decision, now time.Time, w *replay.Workflow, step *StepDef, ids []string, waiting bool) bool {
 	completed, failed, underway := 0, 0, 0
-	var failedID string
+	failedAt, failedID := len(ids), ""
+	failedFor := func(i int, why string) {
+		failed++
+		if i < failedAt {
+			failedAt, failedID = i, ids[i]+" ("+why+")"
+		}
+	}
+	nested := false
 	deps := make([]depState, len(ids))
 	m.waitIDsRead += len(ids)
 	for i, id := range ids {
@@ -936,41 +1094,42 @@ func (m *Machine) settleWorkflowsWait(d *Decision, now time.Time, w *replay.Work
 		case id == w.ID:
 			// A workflow that waits for itself can never see itself
 			// finish: the wait is impossible (WF-10).
-			failed++
-			if failedID == "" {
-				failedID = id + " (the workflow itself)"
-			}
-		case ds.live != nil && m.waitsOn(ds.live, w.ID):
-			// Nor can it see one finish that waits for it, through
-			// every one of its dependencies: a cycle of waits.
-			failed++
-			if failedID == "" {
-				failedID = id + " (it waits for this workflow)"
-			}
+			failedFor(i, "the workflow itself")
 		case !ds.known:
-			failed++
-			if failedID == "" {
-				failedID = id + " (unknown workflow)"
-			}
+			failedFor(i, "unknown workflow")
 		case ds.status == replay.WorkflowCompleted:
 			completed++
 		case ds.status == replay.WorkflowFailed || ds.status == replay.WorkflowCancelled:
-			failed++
-			if failedID == "" {
-				failedID = id + " (" + ds.status.String() + ")"
-			}
+			failedFor(i, ds.status.String())
+		case ds.status == replay.WorkflowWaitingWorkflows:
+			nested = true // it may wait for w, or never finish: see below
 		}
 	}
 	n := len(ids)
 	need := waitNeed(step, n)
 	var ok, impossible bool
-	switch step.Mode {
-	case ModeAny, ModeQuorum:
-		ok = completed >= need
-		impossible = n-failed < need
-	default:
-		ok = completed == n
-		impossible = failed > 0
+	decide := func() {
+		switch step.Mode {
+		case ModeAny, ModeQuorum:
+			ok = completed >= need
+			impossible = n-failed < need
+		default:
+			ok = completed == n
+			impossible = failed > 0
+		}
+	}
+	decide()
+	if nested && !ok && !impossible {
+		// Nor can w see one finish that waits for it, or whose own wait
+		// can never be met: a cycle of waits, whatever their modes
+		// (WF-10). Only a dependency that waits for workflows itself can
+		// be one, so one under way costs no search.
+		for i, why := range m.neverMet(w, need, ids, deps) {
+			if why != "" {
+				failedFor(i, why)
+			}
+		}
+		decide()
 	}
 	switch {
 	case ok:
