@@ -20,7 +20,11 @@ import (
 // handler, an invalid option or payload, a cancelled ctx or a closed
 // engine return a typed error and append nothing; a ctx that ends during
 // the call is treated as [Engine] says: once the engine has taken the
-// call, it returns the job id even if ctx ended meanwhile.
+// call, it returns the job id even if ctx ended meanwhile. While a full
+// batch of records already waits for the disk, the engine takes no new
+// call until it has gone, so that starts and settlements never queue
+// behind more: under a flood of producers, Enqueue waits for room there,
+// and a ctx that ends meanwhile returns its error with nothing appended.
 func (e *Engine) Enqueue(ctx context.Context, handler string, payload any, opts ...JobOption) (string, error) {
 	if err := checkContext(ctx); err != nil {
 		return "", err
