@@ -17,11 +17,13 @@ import (
 )
 
 // memAppender acknowledges appends at once, except those holding a
-// settlement while hold is set: they wait until release is closed.
+// settlement while hold is set: they wait until release is closed. While
+// holdAll is set, every append waits for a value on release instead.
 type memAppender struct {
 	mu      sync.Mutex
 	recs    []record.Record
 	hold    bool
+	holdAll bool
 	held    chan struct{}
 	release chan struct{}
 }
@@ -31,9 +33,11 @@ func (a *memAppender) Append(ctx context.Context, index []IndexEntry, recs []rec
 		return nil, err
 	}
 	a.mu.Lock()
-	hold := a.hold
+	hold, holdAll := a.hold, a.holdAll
 	a.mu.Unlock()
-	if hold {
+	if holdAll {
+		<-a.release
+	} else if hold {
 		for _, r := range recs {
 			if outcomeOf(r.Body) != nil {
 				a.held <- struct{}{}

@@ -13,31 +13,6 @@ import (
 	"github.com/quire-dev/quire/replay"
 )
 
-// heldAppender holds every append, once hold is set, until the test
-// releases it: one release lets one append through.
-type heldAppender struct {
-	mu      sync.Mutex
-	hold    bool
-	release chan struct{}
-	recs    []record.Record
-}
-
-func (a *heldAppender) Append(ctx context.Context, index []IndexEntry, recs []record.Record, units []Unit) ([]uint64, error) {
-	if err := checkUnits(recs, index, units); err != nil {
-		return nil, err
-	}
-	a.mu.Lock()
-	hold := a.hold
-	a.mu.Unlock()
-	if hold {
-		<-a.release
-	}
-	a.mu.Lock()
-	a.recs = append(a.recs, recs...)
-	a.mu.Unlock()
-	return seqsOf(recs), nil
-}
-
 // notes returns a decision of n engine-stream debug records.
 func notes(m *Machine, n int) Decision {
 	var d Decision
@@ -54,7 +29,7 @@ func notes(m *Machine, n int) Decision {
 // which decide no record, are taken throughout.
 func TestRunner_IntakeStopsWhileBatchesWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		app := &heldAppender{release: make(chan struct{})}
+		app := &memAppender{release: make(chan struct{})}
 		m := NewMachine(Config{Workers: 1, DeliveryTimeout: deliveryTimeout}, replay.New())
 		r := NewRunner(RunnerConfig{Clock: clocktest.New(t0), Appender: app,
 			Execute: func(ctx context.Context, a *Attempt) Result { return Result{} }}, m)
@@ -62,12 +37,12 @@ func TestRunner_IntakeStopsWhileBatchesWait(t *testing.T) {
 		// Before the runner's Stop: a failed test leaves no append held.
 		t.Cleanup(func() {
 			app.mu.Lock()
-			app.hold = false
+			app.holdAll = false
 			app.mu.Unlock()
 			close(app.release)
 		})
 		app.mu.Lock()
-		app.hold = true
+		app.holdAll = true
 		app.mu.Unlock()
 
 		var wg sync.WaitGroup
@@ -107,7 +82,7 @@ func TestRunner_IntakeStopsWhileBatchesWait(t *testing.T) {
 			t.Fatal("the op was not taken once an acknowledgement made room")
 		}
 		app.mu.Lock()
-		app.hold = false
+		app.holdAll = false
 		app.mu.Unlock()
 		app.release <- struct{}{} // the full batch's append
 		wg.Wait()
