@@ -184,7 +184,10 @@ func (w *Workflow) add(s stepSpec, option string) *Workflow {
 
 // Then adds a step that runs fn as a job (WF-3). An empty name names the
 // step by its index; a name is at most [NameBytesMax] bytes. opts set the
-// step's job options (WF-22).
+// step's job options (WF-22): [OnQueue], [WithPriority], [MaxAttempts],
+// [Backoff] and [DeliveryTimeout]. Register refuses [Delay] and [Unique]
+// there (use a [Workflow.Delay] step), and middleware and guards (use
+// [Workflow.WithMiddleware] and [Workflow.WithGuards]).
 func (w *Workflow) Then(name string, fn StepFunc, opts ...JobOption) *Workflow {
 	if fn == nil {
 		w.fail(name, "Then", "step func is nil")
@@ -640,6 +643,18 @@ func (e *Engine) stepJob(w *Workflow, s stepSpec) (scheduler.EnqueueRequest, err
 			return scheduler.EnqueueRequest{}, &WorkflowError{Workflow: w.name, Step: s.name, Option: oe.Field, Reason: oe.reason()}
 		}
 		return scheduler.EnqueueRequest{}, err
+	}
+	// A step job is enqueued when its step is entered, by the engine, so
+	// the enqueue-only options have nothing to apply to: refused rather
+	// than ignored, so that a definition never says more than it does
+	// (WF-2, WF-22).
+	if o.delay != 0 {
+		return scheduler.EnqueueRequest{}, &WorkflowError{Workflow: w.name, Step: s.name, Option: "Delay",
+			Reason: "a step takes no job Delay: add a Workflow.Delay step before it"}
+	}
+	if o.unique {
+		return scheduler.EnqueueRequest{}, &WorkflowError{Workflow: w.name, Step: s.name, Option: "Unique",
+			Reason: "a step takes no Unique: each entry of a step enqueues its job once (WF-11)"}
 	}
 	return e.resolve(&handlerEntry{}, o), nil
 }

@@ -355,6 +355,10 @@ func TestWF2_BuilderErrorsNameStepOrOptionAndAppendNothing(t *testing.T) {
 		{"unknown deadline handler", api.NewWorkflow("wh").Then("a", ok).OnDeadline("nope"), "wh", "", "OnDeadline", `"nope" is not registered`},
 		{"max attempts", api.NewWorkflow("ma").Then("a", ok).MaxAttempts(0), "ma", "", "MaxAttempts", "0 must be 1..100"},
 		{"step option", api.NewWorkflow("so").Then("a", ok, api.MaxAttempts(101)), "so", "a", "MaxAttempts", "101 must be 1..100"},
+		// WF-2, WF-22: enqueue-only options on a step were accepted and
+		// ignored, so a step "delayed" an hour ran at once.
+		{"step job Delay", api.NewWorkflow("sd").Then("a", ok, api.Delay(time.Hour)), "sd", "a", "Delay", "add a Workflow.Delay step"},
+		{"step Unique", api.NewWorkflow("su").Then("a", ok, api.Unique()), "su", "a", "Unique", "no Unique"},
 		// RL-11: limits that keep every record of the definition within
 		// the journal's caps.
 		{"Then step name", api.NewWorkflow("t").Then(long, ok), "t", long, "Then", "step name is 101 bytes, limit 100"},
