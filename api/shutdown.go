@@ -290,6 +290,8 @@ func shutdownBody(ev shutdown.Event) record.Body {
 			Graceful: ev.Graceful.String(), Forced: ev.Forced.String()}
 	case shutdown.ReportPublished:
 		return reportRecord(&ev.Report)
+	case shutdown.Diagnostic:
+		return &record.Debug{Subject: ev.Subject, Code: ev.Code, Message: ev.Message}
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -624,6 +625,50 @@ func TestSD31d_OwnedCloseError(t *testing.T) {
 	wantEq(t, "completion", rep.Completion, Failed)
 }
 
+// TestSD28_CloseErrorTextGoesToDebugRecords: the report keeps only the
+// failure code, so the error and panic text of each failed phase-5 call
+// goes to a debug record inside phase 5, naming the call, clipped to
+// DiagnosticBytesMax on a rune boundary; a close that succeeds gets none.
+func TestSD28_CloseErrorTextGoesToDebugRecords(t *testing.T) {
+	t.Parallel()
+	// 2 bytes a rune after an odd prefix: the cut at DiagnosticBytesMax
+	// falls inside a rune.
+	long := errors.New("x" + strings.Repeat("é", DiagnosticBytesMax))
+	b := setup(t, func(b *testBundle) {
+		b.opts.OwnedResources = []OwnedResource{
+			{Name: "db", CloseFunc: b.closer("db", errBoom)},
+			{Name: "cache", CloseFunc: func(context.Context) error { panic("cache close panics") }},
+			{Name: "spool", CloseFunc: b.closer("spool", long)},
+			{Name: "ok", CloseFunc: b.closer("ok", nil)},
+		}
+		b.opts.SignalMonitorStopFunc = b.closer("signals", errBoom)
+		b.opts.Telemetry = &Telemetry{FlushFunc: b.closer("flush", errBoom), CloseFunc: b.closer("telemetry", nil)}
+	})
+	b.c.Initiate(TriggerSigterm)
+	rep, err := b.finish()
+	if !errors.Is(err, ErrFailed) {
+		t.Fatalf("Wait = %v, want ErrFailed", err)
+	}
+	wantEq(t, "failure code", rep.FailureCode, CodeOwnedResourceCloseFailed)
+	clipped := "failed: x" + strings.Repeat("é", (DiagnosticBytesMax-len("failed: x"))/2)
+	wantEq(t, "clipped length", len(clipped), DiagnosticBytesMax-1)
+	wantSlice(t, "records", b.jrn.records(), []string{
+		"initiated sigterm",
+		"started close_admission", "finished close_admission completed/not_attempted",
+		"started drain", "finished drain completed/not_attempted",
+		"started force", "finished force completed/not_attempted",
+		"started close_evidence", "finished close_evidence completed/not_attempted",
+		"started release_resources",
+		"debug owned-resources/spool OWNED_RESOURCE_CLOSE_FAILED: " + clipped,
+		"debug owned-resources/cache OWNED_RESOURCE_CLOSE_FAILED: panicked: cache close panics",
+		"debug owned-resources/db OWNED_RESOURCE_CLOSE_FAILED: failed: boom",
+		"debug signal-monitor SIGNAL_MONITOR_STOP_FAILED: failed: boom",
+		"debug telemetry/flush TELEMETRY_CLOSE_FAILED: failed: boom",
+		"finished release_resources panicked/not_attempted",
+		"started publish_report", "report failed", "finished publish_report completed/not_attempted",
+	})
+}
+
 // TestSD30_PanickingCloseIsFailed: a panicking close is recorded Panicked,
 // terminal and unsuccessful; the report is Failed, not a crash.
 func TestSD30_PanickingCloseIsFailed(t *testing.T) {
@@ -680,6 +725,13 @@ func TestSD16_SD37_HangingCloseAbandonedAtItsShare(t *testing.T) {
 	wantEq(t, "quarantined", rep.Quarantined, 1)
 	wantEq(t, "elapsed", rep.Elapsed, 10*time.Second)
 	wantSlice(t, "closed", b.closedNames(), nil)
+	// SD-28: the journal names the close that was abandoned; no failure
+	// code, since nothing returned an error.
+	if !slices.Contains(b.jrn.records(), "debug owned-resources/b SHUTDOWN_CLOSE_ABANDONED: "+
+		"did not return by its deadline (its share of the budget or the force deadline); abandoned, still running (SD-37)") {
+		t.Fatalf("no debug record for the abandoned close: %q", b.jrn.records())
+	}
+	wantEq(t, "failure code", rep.FailureCode, "")
 
 	// The close returns late: nothing is rewritten.
 	hang.release <- nil

@@ -1,14 +1,39 @@
 package shutdown
 
-import "time"
+import (
+	"time"
+	"unicode/utf8"
+)
+
+// CodeCloseAbandoned is the code of the [Diagnostic] for a phase-5 call
+// still running at the end of its share or force deadline, which the
+// coordinator stopped waiting for (SD-37). It is never a failure code: the
+// report is Incomplete, not Failed.
+const CodeCloseAbandoned = "SHUTDOWN_CLOSE_ABANDONED"
+
+// DiagnosticBytesMax bounds [Diagnostic].Message, so that no error text
+// makes a record too large for the journal.
+const DiagnosticBytesMax = 1024
+
+// clip returns s cut to at most n bytes, never inside a rune.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
 
 // Event is one shutdown record the coordinator asks its [Journal] to
 // append, in this order: [Initiated]; [ForceRequested] whenever force is
 // switched on; for each phase 1 to 6 a [PhaseStarted] and a
-// [PhaseFinished], with [ReportPublished] between phase 6's two. The api
-// maps each to its journal record kind, named by Kind.
+// [PhaseFinished], with [ReportPublished] between phase 6's two; and a
+// [Diagnostic] inside phase 5 for each close that failed, panicked or was
+// abandoned. The api maps each to its journal record kind, named by Kind.
 //
-// Event is a closed sum type: the concrete types are the five below, passed
+// Event is a closed sum type: the concrete types are the six below, passed
 // by value; switch on them.
 type Event interface {
 	// Kind returns the name of the journal record, e.g.
@@ -67,6 +92,22 @@ type ReportPublished struct {
 	Report Report
 }
 
+// Diagnostic is a debug record (SD-28): the error or panic text of one
+// call of a phase-5 action, which the report never holds, or the news that
+// the call was abandoned. It is what tells an operator which owned
+// resource failed and why.
+type Diagnostic struct {
+	// Subject names the call: the component, then the resource's name,
+	// e.g. "owned-resources/db", "signal-monitor", "telemetry/flush".
+	Subject string
+	// Code is the stable code of what happened, e.g.
+	// [CodeOwnedResourceCloseFailed] or [CodeCloseAbandoned].
+	Code string
+	// Message is the error or panic text, at most [DiagnosticBytesMax]
+	// bytes.
+	Message string
+}
+
 // Kind returns "shutdown_initiated".
 func (Initiated) Kind() string { return "shutdown_initiated" }
 
@@ -82,7 +123,11 @@ func (PhaseFinished) Kind() string { return "shutdown_phase_finished" }
 // Kind returns "shutdown_report".
 func (ReportPublished) Kind() string { return "shutdown_report" }
 
+// Kind returns "debug".
+func (Diagnostic) Kind() string { return "debug" }
+
 func (Initiated) event()       {}
+func (Diagnostic) event()      {}
 func (ForceRequested) event()  {}
 func (PhaseStarted) event()    {}
 func (PhaseFinished) event()   {}

@@ -269,6 +269,8 @@ func describe(e Event) string {
 		return fmt.Sprintf("finished %s %s/%s", e.Phase, e.Graceful, e.Forced)
 	case ReportPublished:
 		return "report " + e.Report.Completion.String()
+	case Diagnostic:
+		return fmt.Sprintf("debug %s %s: %s", e.Subject, e.Code, e.Message)
 	}
 	return fmt.Sprintf("unknown %T", e)
 }

@@ -242,10 +242,12 @@ func (c *Coordinator) releaseResources(p *pass) {
 		return Action{Phase: PhaseReleaseResources, Component: component, Graceful: OutcomeTimedOut}
 	}
 	var telemetry []func(context.Context) error
+	var telemetryNames []string
 	if t := c.telemetry; t != nil {
-		for _, f := range []func(context.Context) error{t.FlushFunc, t.CloseFunc} {
+		for i, f := range []func(context.Context) error{t.FlushFunc, t.CloseFunc} {
 			if f != nil {
 				telemetry = append(telemetry, f)
+				telemetryNames = append(telemetryNames, ComponentTelemetry+"/"+[]string{"flush", "close"}[i])
 			}
 		}
 	}
@@ -261,10 +263,12 @@ func (c *Coordinator) releaseResources(p *pass) {
 			actions = append(actions, withheld(ComponentOwnedResources))
 		} else {
 			fns := make([]func(context.Context) error, 0, len(c.owned))
+			names := make([]string, 0, len(c.owned))
 			for _, r := range slices.Backward(c.owned) {
 				fns = append(fns, r.CloseFunc)
+				names = append(names, ComponentOwnedResources+"/"+r.Name)
 			}
-			actions = append(actions, c.release(ComponentOwnedResources, fns, sh, &deps.OwnedResources, CodeOwnedResourceCloseFailed))
+			actions = append(actions, c.release(ComponentOwnedResources, names, fns, sh, &deps.OwnedResources, CodeOwnedResourceCloseFailed))
 		}
 	}
 
@@ -273,7 +277,8 @@ func (c *Coordinator) releaseResources(p *pass) {
 	if c.sigStop != nil {
 		deps.SignalMonitor.Owned = true
 		fns := []func(context.Context) error{c.sigStop}
-		actions = append(actions, c.release(ComponentSignalMonitor, fns, sh, &deps.SignalMonitor, CodeSignalMonitorStopFailed))
+		names := []string{ComponentSignalMonitor}
+		actions = append(actions, c.release(ComponentSignalMonitor, names, fns, sh, &deps.SignalMonitor, CodeSignalMonitorStopFailed))
 	}
 
 	if telemetry != nil {
@@ -283,7 +288,7 @@ func (c *Coordinator) releaseResources(p *pass) {
 		if !confirmed {
 			actions = append(actions, withheld(ComponentTelemetry))
 		} else {
-			actions = append(actions, c.release(ComponentTelemetry, telemetry, sh, &deps.Telemetry, CodeTelemetryCloseFailed))
+			actions = append(actions, c.release(ComponentTelemetry, telemetryNames, telemetry, sh, &deps.Telemetry, CodeTelemetryCloseFailed))
 		}
 	}
 
@@ -300,22 +305,46 @@ func (c *Coordinator) releaseResources(p *pass) {
 // (SD-37), and fills its resource report: Started if any call started,
 // Terminal if every call returned, Succeeded if every call returned nil
 // (SD-29). A call that returned an error or panicked sets code as the
-// failure code, unless an earlier failure set one.
-func (c *Coordinator) release(component string, fns []func(context.Context) error, sh *shares, rr *ResourceReport, code string) Action {
+// failure code, unless an earlier failure set one. Its error or panic text,
+// which the report never holds, goes to a debug record naming the call
+// (names[i], SD-28), as does the abandonment of a call.
+func (c *Coordinator) release(component string, names []string, fns []func(context.Context) error, sh *shares, rr *ResourceReport, code string) Action {
 	run := c.runAction(fns, false, sh)
 	if run.abandoned != nil {
 		c.abandoned = append(c.abandoned, run.abandoned)
 	}
 	rr.Terminal, rr.Succeeded = true, true
-	for _, r := range run.calls {
+	for i, r := range run.calls {
 		rr.Started = rr.Started || r.started
 		rr.Terminal = rr.Terminal && r.returned
 		rr.Succeeded = rr.Succeeded && r.ok()
 		if r.returned && !r.ok() {
 			c.setFailureCode(code)
 		}
+		if d, ok := diagnostic(names[i], code, r); ok {
+			c.emit(d)
+		}
 	}
 	return Action{Phase: PhaseReleaseResources, Component: component, Graceful: run.graceful, Forced: run.forced}
+}
+
+// diagnostic returns the debug record of a call that failed, panicked or
+// was abandoned, and false for one that succeeded or never started.
+func diagnostic(subject, code string, r callResult) (Diagnostic, bool) {
+	d := Diagnostic{Subject: subject, Code: code}
+	switch {
+	case r.abandoned:
+		d.Code = CodeCloseAbandoned
+		d.Message = "did not return by its deadline (its share of the budget or the force deadline); abandoned, still running (SD-37)"
+	case r.panicked:
+		d.Message = "panicked: " + r.panicText
+	case r.returned && r.err != nil:
+		d.Message = "failed: " + r.err.Error()
+	default:
+		return Diagnostic{}, false
+	}
+	d.Message = clip(d.Message, DiagnosticBytesMax)
+	return d, true
 }
 
 // outstanding counts the abandoned calls that have not returned yet.

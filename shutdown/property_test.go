@@ -142,6 +142,13 @@ func TestSD11_SD30_AnyScenario(t *testing.T) {
 				if phase != PhasePublishReport || !open || !reflect.DeepEqual(e.Report, *rep) {
 					t.Fatalf("report record misplaced or different: %q", recs)
 				}
+			case Diagnostic:
+				// SD-28: error and panic text go to debug records, inside
+				// phase 5, bounded, never into the report.
+				if phase != PhaseReleaseResources || !open || e.Subject == "" || e.Code == "" ||
+					e.Message == "" || len(e.Message) > DiagnosticBytesMax {
+					t.Fatalf("debug record %q misplaced or malformed: %q", recs[i+1], recs)
+				}
 			default:
 				t.Fatalf("unexpected record %q", recs[i+1])
 			}

@@ -3,6 +3,7 @@ package shutdown
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/quire-dev/quire/clock"
@@ -25,6 +26,9 @@ type call struct {
 	// The fields below are written before done is closed.
 	err      error
 	panicked bool
+	// panicText is the recovered panic value as text, for a Diagnostic
+	// only: it never reaches the report (SD-28).
+	panicText string
 	// at is the clock instant observed right after the function returned
 	// or panicked. Outcomes are decided by comparing it with the path's
 	// deadline, not by the order in which the coordinator observes events,
@@ -40,8 +44,9 @@ func (c *Coordinator) start(ctx context.Context, fn func(context.Context) error)
 	go func() {
 		defer close(cl.done)
 		defer func() {
-			if recover() != nil {
+			if p := recover(); p != nil {
 				cl.panicked = true
+				cl.panicText = fmt.Sprint(p)
 			}
 			cl.at = c.clk.Now()
 		}()
@@ -134,16 +139,21 @@ func protect(f func()) (ok bool) {
 
 // callResult is what one call of an action did.
 type callResult struct {
-	started  bool
-	returned bool
-	err      error
-	panicked bool
+	started   bool
+	returned  bool
+	err       error
+	panicked  bool
+	panicText string
+	// abandoned is true for the call left running when the action gave up
+	// on it (actionRun.abandoned).
+	abandoned bool
 }
 
 func (r *callResult) set(cl *call) {
 	r.returned = true
 	r.err = cl.err
 	r.panicked = cl.panicked
+	r.panicText = cl.panicText
 }
 
 // ok reports whether the call returned without error.
@@ -244,6 +254,7 @@ func (c *Coordinator) runAction(fns []func(context.Context) error, join bool, sh
 		}
 		if !returned {
 			res.abandoned = cl
+			r.abandoned = true
 			res.forced = OutcomeTimedOut
 			return res
 		}
