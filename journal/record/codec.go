@@ -85,33 +85,37 @@ func DecodeBody(k Kind, payload []byte) (Body, error) {
 // form, so equal values give equal bytes. A value that [DecodeValue]
 // would refuse (nesting deeper than [DepthMax], an ext other than the
 // timestamp, more than [ValueBytesMax] bytes) is refused here, before it
-// can reach the journal. Errors wrap [ErrInvalid] or [ErrTooLarge].
+// can reach the journal. Depth and size are checked as the bytes are
+// written, so a value that contains itself through a map, slice, array or
+// struct is refused at depth DepthMax+1 rather than recursing until the
+// process dies (see valueWriter). Errors wrap [ErrInvalid] or
+// [ErrTooLarge].
 func EncodeValue(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := msgpack.GetEncoder()
-	defer msgpack.PutEncoder(enc)
-	enc.Reset(&buf) // clears the options a previous user set
-	enc.SetSortMapKeys(true)
-	// Integers take their shortest form whatever their Go type, so that a
-	// value decoded into any (where 1 comes back as int8) re-encodes to the
-	// same bytes.
-	enc.UseCompactInts(true)
-	if err := enc.Encode(v); err != nil {
+	p := getEncoder()
+	defer p.put()
+	err := p.enc.Encode(v)
+	switch p.w.err { // checked first: a custom encoder may have dropped it
+	case errValueTooDeep:
+		return nil, fmt.Errorf("%w: %T nests deeper than %d levels (DepthMax) or contains itself", ErrInvalid, v, DepthMax)
+	case errValueTooLarge:
+		return nil, fmt.Errorf("%w: %T encodes to more than %d bytes (ValueBytesMax)", ErrTooLarge, v, ValueBytesMax)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("%w: encode %T: %v", ErrInvalid, v, err)
 	}
-	out := buf.Bytes()
-	if len(out) > ValueBytesMax {
-		return nil, fmt.Errorf("%w: %T encodes to %d bytes, limit %d", ErrTooLarge, v, len(out), ValueBytesMax)
-	}
-	if err := Prescan(out, true); err != nil {
+	enc := p.w.buf
+	if err := Prescan(enc, true); err != nil {
 		return nil, fmt.Errorf("%w: %T would not decode: %v", ErrInvalid, v, err)
 	}
-	out, err := canonicalTimestamps(out)
+	out, err := canonicalTimestamps(enc)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %T would not decode: %v", ErrInvalid, v, err)
 	}
 	if len(out) > ValueBytesMax {
 		return nil, fmt.Errorf("%w: %T encodes to %d bytes, limit %d", ErrTooLarge, v, len(out), ValueBytesMax)
+	}
+	if &out[0] == &enc[0] { // not rewritten: still the pooled buffer
+		out = bytes.Clone(out)
 	}
 	return out, nil
 }

@@ -249,3 +249,54 @@ func TestDecodeAllocatesNoReader(t *testing.T) {
 		t.Fatalf("%v allocations per decode, want 0", allocs)
 	}
 }
+
+// benchValues are user values of the sizes the engine encodes on every
+// enqueue, dispatch and step: a job payload struct, a workflow state map
+// and a payload carrying a few KiB of bytes.
+func benchValues() []struct {
+	name string
+	v    any
+} {
+	type email struct {
+		To, From, Subject, Body string
+		Tags                    []string
+		Retries                 int
+		SendAt                  time.Time
+	}
+	return []struct {
+		name string
+		v    any
+	}{
+		{"struct", email{
+			To: "ann@example.com", From: "noreply@example.com", Subject: "Your import is ready",
+			Body: strings.Repeat("lorem ipsum ", 16), Tags: []string{"import", "notify"}, Retries: 3,
+			SendAt: time.Unix(1_700_000_000, 5),
+		}},
+		{"state", map[string]any{
+			"source": "https://example.com/exports/2024-01-01.csv", "rows": 1234, "ok": true,
+			"stats":  map[string]any{"inserted": 1200, "skipped": 34, "errors": []any{"row 7: bad date", "row 9: empty"}},
+			"_token": "private", "owner": map[string]any{"id": "u_01J9Z4", "name": "Ann"},
+		}},
+		{"bytes4k", struct {
+			Name string
+			Blob []byte
+		}{"report.pdf", bytes.Repeat([]byte{0x5a}, 4096)}},
+	}
+}
+
+// BenchmarkEncodeValue measures the encoder of every user value on the
+// enqueue, dispatch, signal and step paths:
+//
+//	go test ./journal/record -run '^$' -bench EncodeValue -benchmem -count 6
+func BenchmarkEncodeValue(b *testing.B) {
+	for _, tc := range benchValues() {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := EncodeValue(tc.v); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
