@@ -691,3 +691,51 @@ func TestDL42_CloseWhoseCtxEndsReleasesWhatRuns(t *testing.T) {
 			j.Status, j.Consumed, j.Attempts, j.LastCode)
 	}
 }
+
+// SD-8, DL-6, DL-18: a shutdown with a budget under 4 s cuts a running
+// attempt at its P recomputed under Hr (DL-10), before G. That cutoff is
+// the shutdown's: the attempt gets ReasonShutdownDeadline and is
+// released, not charged a delivery timeout, so a job on its last attempt
+// is not buried by a graceful shutdown.
+func TestSD8_ShortRootReleasesTheAttemptItCuts(t *testing.T) {
+	b := setup(t, func(o *api.Options) { o.ShutdownTimeout = 2 * time.Second })
+	started := make(chan *api.Delivery, 1)
+	if err := api.Handle(b.eng, "coop", func(ctx context.Context, d *api.Delivery, in msg) error {
+		started <- d
+		<-ctx.Done()
+		return ctx.Err()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	id := b.enqueue("coop", msg{}, api.MaxAttempts(1))
+	b.start()
+	d := <-started
+	b.clk.Advance(10 * time.Second) // S = 0, P = 29 s
+	res := make(chan error, 1)
+	go func() { res <- b.eng.Shutdown(b.ctx) }()
+	awaitInitiated(b.eng)
+	// Hr = 12 s, G = 12 − min(2/4, 2) = 11.5 s; capped, the attempt's
+	// P = 12 − min(12/4, 1) = 11 s.
+	b.clk.Advance(time.Second)
+	<-d.Cancellation().Done()
+	wantReason(t, d, api.ReasonShutdownDeadline, t0.Add(11*time.Second))
+	if err := <-res; err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	b.open() // not started: the journal as the shutdown left it
+	released := 0
+	for _, r := range b.records() {
+		if r.Stream != id {
+			continue
+		}
+		switch r.Body.(type) {
+		case *record.AttemptReleased:
+			released++
+		case *record.AttemptBuried, *record.AttemptRetryScheduled:
+			t.Fatalf("DL-6: seq %d settles the cut attempt as %s, want it released", r.Seq, r.Body.Kind())
+		}
+	}
+	if released != 1 {
+		t.Fatalf("%d attempt_released of job %s, want 1", released, id)
+	}
+}

@@ -75,14 +75,31 @@ func (b Budget) Remaining(root Root, now time.Time) time.Duration {
 // Notification returns the notification instant N = min(P, G) (P without
 // a root) and the reason the engine records at N if none is recorded yet
 // (DL-18): [ReasonShutdownDeadline] when G <= P, ties going to shutdown,
-// and [ReasonDeliveryTimeout] otherwise. The reason is stamped with N, not
+// and [ReasonDeliveryTimeout] otherwise, except that an attempt whose
+// hard cutoff is the root's (H capped to Hr, SD-8) is notified by the
+// shutdown whenever N comes.
+//
+// That exception reads DL-18 together with SD-8 and DL-6. Capped by the
+// root, P is recomputed from S (DL-10): P = Hr − min((Hr − S)/4, 1 s),
+// while G = Hr − min(total/4, 2 s). Under a root shorter than 4 s the
+// attempt's reserve is the larger, P falls before G, and DL-18's rule
+// alone would record a delivery timeout, which consumes the attempt (DL-6)
+// and buries one on its last: a graceful shutdown with a 2 s budget would
+// bury a cooperating job whose own timeout is 30 s. The cutoff that fires
+// is the shutdown's, so its reason is. The reason is stamped with N, not
 // with the instant the engine observes it (DL-16).
 func (b Budget) Notification(root Root) (time.Time, Reason) {
-	p := b.CapRoot(root).P
-	if root.Installed() && !root.G().After(p) {
+	c := b.CapRoot(root)
+	if !root.Installed() {
+		return c.P, ReasonDeliveryTimeout
+	}
+	if !root.G().After(c.P) {
 		return root.G(), ReasonShutdownDeadline
 	}
-	return p, ReasonDeliveryTimeout
+	if !c.H.Before(root.Hr()) {
+		return c.P, ReasonShutdownDeadline
+	}
+	return c.P, ReasonDeliveryTimeout
 }
 
 // OwnerCutoff returns the owner cutoff O of an attempt whose first reason

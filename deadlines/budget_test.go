@@ -122,6 +122,12 @@ func TestDL18_WhichReasonFires(t *testing.T) {
 		{"P before G", "-5s", 30 * time.Second, root, "24s", ReasonDeliveryTimeout},
 		{"tie goes to shutdown", "0s", 29 * time.Second, root, "28s", ReasonShutdownDeadline}, // P = 28 = G
 		{"G before P", "0s", 30 * time.Second, root, "28s", ReasonShutdownDeadline},
+		// SD-8, DL-6: under a 2 s root (G = 1.5) an attempt capped to Hr
+		// = 2 gets P = 2 − min(12/4, 1) = 1, before G. The cutoff is the
+		// shutdown's: the attempt is not charged a delivery timeout.
+		{"root's cap moves P before G", "-10s", 30 * time.Second, NewRoot(t0, 2*time.Second), "1s", ReasonShutdownDeadline},
+		// Its own hard cutoff before Hr: its own timeout fires first.
+		{"own H before a short root's", "-0.5s", 2400 * time.Millisecond, NewRoot(t0, 2*time.Second), "1.3s", ReasonDeliveryTimeout},
 	} {
 		b := NewBudget(ts(c.s), c.t, noRoot)
 		n, reason := b.Notification(c.root)
