@@ -192,6 +192,11 @@ type Deadline struct {
 // At returns the deadline instant.
 func (d Deadline) At() time.Time { return d.at }
 
+// String returns the deadline instant in RFC 3339 with nanoseconds, in
+// its own location, so that a Deadline printed or logged reads as the
+// instant it is.
+func (d Deadline) String() string { return d.at.Format(time.RFC3339Nano) }
+
 // Remaining returns the budget left now, never negative (DL-12, DL-13).
 // It says only whether budget exists at this instant: pass the context to
 // every blocking call instead of relying on it.

@@ -1356,3 +1356,26 @@ func ExampleWorkflowInfo() {
 	// state: map[author:ann draft:post-17.md]
 	// completed at 3 of 3 - state: map[author:ann draft:post-17.md url:/blog/17]
 }
+
+// A Deadline prints as its instant, so it can go straight into a log line.
+func ExampleDeadline_String() {
+	ctx := context.Background()
+	opts, _ := exampleOptions()
+	eng, err := api.Open(ctx, opts)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := api.Handle(eng, "report", func(ctx context.Context, d *api.Delivery, in greeting) error {
+		fmt.Printf("report for %s due by %v\n", in.Name, d.Deadline())
+		return nil
+	}, api.DeliveryTimeout(10*time.Second)); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := eng.Enqueue(ctx, "report", greeting{Name: "march"}); err != nil {
+		log.Fatal(err)
+	}
+	if err := eng.RunOnce(ctx); err != nil {
+		log.Fatal(err)
+	}
+	// Output: report for march due by 2026-01-05T10:00:09Z
+}
