@@ -81,8 +81,9 @@ func DecodeBody(k Kind, payload []byte) (Body, error) {
 
 // EncodeValue returns the canonical msgpack encoding of a user value (a
 // workflow state, job payload, signal payload or step output): map keys
-// sorted, integers in their shortest form and timestamps in their 96-bit
-// form, so equal values give equal bytes. A value that [DecodeValue]
+// sorted whatever the map's type (see sortMaps for the order), integers in
+// their shortest form and timestamps in their 96-bit form, so equal values
+// give equal bytes. A value that [DecodeValue]
 // would refuse (nesting deeper than [DepthMax], an ext other than the
 // timestamp, more than [ValueBytesMax] bytes) is refused here, before it
 // can reach the journal. Depth and size are checked as the bytes are
@@ -110,6 +111,9 @@ func EncodeValue(v any) ([]byte, error) {
 	out, err := canonicalTimestamps(enc)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %T would not decode: %v", ErrInvalid, v, err)
+	}
+	if p.w.multiEntryMap && holdsUnsortedMap(v) {
+		out = sortMaps(out) // same length and depth, so the limits still hold
 	}
 	if len(out) > ValueBytesMax {
 		return nil, fmt.Errorf("%w: %T encodes to %d bytes, limit %d", ErrTooLarge, v, len(out), ValueBytesMax)

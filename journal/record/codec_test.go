@@ -277,6 +277,10 @@ func benchValues() []struct {
 			"stats":  map[string]any{"inserted": 1200, "skipped": 34, "errors": []any{"row 7: bad date", "row 9: empty"}},
 			"_token": "private", "owner": map[string]any{"id": "u_01J9Z4", "name": "Ann"},
 		}},
+		{"mapInt", struct {
+			Name   string
+			Counts map[string]int
+		}{"daily", map[string]int{"opened": 120, "clicked": 34, "bounced": 2, "sent": 156, "queued": 0, "failed": 3}}},
 		{"bytes4k", struct {
 			Name string
 			Blob []byte

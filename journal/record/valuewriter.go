@@ -39,11 +39,16 @@ type valueWriter struct {
 	depth int
 	left  [DepthMax]uint64 // left[d]: items the d-th open container still needs
 	err   error
+	// multiEntryMap is set once a map (or struct) with two entries or more
+	// has been written: without one no map order can vary, and
+	// EncodeValue skips looking for maps to sort (see sortMaps).
+	multiEntryMap bool
 }
 
 func (w *valueWriter) reset() {
 	w.buf = w.buf[:0]
 	w.next, w.depth, w.err = 0, 0, nil
+	w.multiEntryMap = false
 }
 
 func (w *valueWriter) Write(p []byte) (int, error) {
@@ -84,6 +89,7 @@ func (w *valueWriter) scan() {
 		case c <= 0x7f || c >= 0xe0: // positive and negative fixint
 		case c <= 0x8f: // fixmap
 			items = 2 * uint64(c&0x0f)
+			w.multiEntryMap = w.multiEntryMap || items >= 4
 		case c <= 0x9f: // fixarray
 			items = uint64(c & 0x0f)
 		case c <= 0xbf: // fixstr
@@ -136,6 +142,7 @@ func (w *valueWriter) scan() {
 					return
 				}
 				hdr, items = 1+lw, 2*l
+				w.multiEntryMap = w.multiEntryMap || l >= 2
 			}
 			// nil, false, true and the reserved 0xc1 are their header.
 		}
