@@ -78,7 +78,14 @@
 //     before the "handler" and one after it). Paced, sync_writes is the
 //     floor: no engine that syncs a start before the handler (DL-7) can
 //     beat it on the same disk; in the burst the engine batches starts
-//     into group commits and may. Targets p99 <= 1 ms paced, <= 2 ms burst.
+//     into group commits and may. The burst adds group_commits, the same
+//     writes made the engine's way on raw Pebble: one synced commit at a
+//     time of everything pending when the previous one returned, each
+//     "handler" started when its start's commit returns and its
+//     settlement joining the next. A start that comes due while a commit
+//     syncs waits for it and then for its own, so this is the burst's
+//     floor for one commit at a time on the same disk.
+//     Targets p99 <= 1 ms paced, <= 2 ms burst.
 //     The engine's runs also give start_appends, the synced commits that
 //     carried attempt_started records, and starts_per_start_append: at
 //     Workers 64 a burst's starts go about 25-28 to a commit, since each

@@ -38,6 +38,15 @@ const (
 	// before the handler can start earlier on this disk: it is the floor.
 	// In a burst it is the per-job way, which group commits can beat.
 	syncWrites
+	// groupCommits: the same three writes per job on raw Pebble, but made
+	// as the engine makes them: one goroutine commits, synced, everything
+	// pending when the previous commit returns. A job comes due, its start
+	// joins the next commit, its "handler" starts when that commit
+	// returns, and its settlement joins the commit after. A start that
+	// comes due while a commit syncs waits for it and then for its own:
+	// in a burst, the floor of any design that journals each start before
+	// its handler with one commit at a time, on this disk.
+	groupCommits
 	// engine: the engine.
 	engine
 )
@@ -57,7 +66,7 @@ func (b *bench) timers(ctx context.Context) error {
 			if !slices.Contains(b.cfg.timerModes, mode.name) {
 				continue
 			}
-			var runs, base, syncs []*obj
+			var runs, base, syncs, groups []*obj
 			for range b.cfg.runs {
 				o, err := b.timersOnce(ctx, n, mode.paced, goTimers)
 				if err != nil {
@@ -68,6 +77,13 @@ func (b *bench) timers(ctx context.Context) error {
 					return err
 				}
 				syncs = append(syncs, o)
+				if !mode.paced {
+					// Paced, each commit holds one job: the same as syncWrites.
+					if o, err = b.timersOnce(ctx, n, mode.paced, groupCommits); err != nil {
+						return err
+					}
+					groups = append(groups, o)
+				}
 				if o, err = b.timersOnce(ctx, n, mode.paced, engine); err != nil {
 					return err
 				}
@@ -88,6 +104,14 @@ func (b *bench) timers(ctx context.Context) error {
 			o.set("sync_writes_p99_ms", so.num("p99_ms"))
 			o.set("sync_writes_max_ms", so.num("max_ms"))
 			o.set("p99_over_sync_writes_ms", round(o.num("p99_ms")-so.num("p99_ms"), 3))
+			if len(groups) > 0 {
+				g := medianObj(groups, "p99_ms")
+				o.set("group_commits", "raw_pebble_one_synced_commit_at_a_time_start_then_settle")
+				o.set("group_commits_p50_ms", g.num("p50_ms"))
+				o.set("group_commits_p99_ms", g.num("p99_ms"))
+				o.set("group_commits_requested_spread_ms", g.num("requested_spread_ms"))
+				o.set("p99_over_group_commits_ms", round(o.num("p99_ms")-g.num("p99_ms"), 3))
+			}
 			o.set("target_p99_ms", mode.target)
 			o.set("target_met", o.num("p99_ms") <= mode.target)
 			b.emit(o)
@@ -157,12 +181,7 @@ func (b *bench) timersOnce(ctx context.Context, n int, paced bool, backend timer
 		}
 		defer db.Close()
 		val := make([]byte, syncValueBytes)
-		set := func(i, kind int) error {
-			var key [9]byte
-			binary.BigEndian.PutUint64(key[:8], uint64(i))
-			key[8] = byte(kind)
-			return db.Set(key[:], val, pebble.Sync)
-		}
+		set := func(i, kind int) error { return db.Set(timerKey(i, kind), val, pebble.Sync) }
 		enqueue = func(i int) error {
 			if err := set(i, 0); err != nil {
 				return err
@@ -179,6 +198,34 @@ func (b *bench) timersOnce(ctx context.Context, n int, paced bool, backend timer
 					fatal(err)
 				}
 				cd.done()
+			}()
+			return nil
+		}
+	case groupCommits:
+		dir, cleanup, err := b.tempDir("groupcommits")
+		if err != nil {
+			return nil, err
+		}
+		defer cleanup()
+		if db, err = pebble.Open(dir, &pebble.Options{FormatMajorVersion: pebble.FormatNewest, Logger: quietLogger{}}); err != nil {
+			return nil, err
+		}
+		defer db.Close()
+		gc := newGroupCommitter(db)
+		defer gc.stop()
+		enqueue = func(i int) error {
+			if err := gc.commit(timerKey(i, 0)); err != nil {
+				return err
+			}
+			requested[i] = time.Now().Add(timerDelay)
+			t := walltimer.New(time.Until(requested[i]))
+			go func() {
+				<-t.C()
+				gc.add(timerKey(i, 1), func() {
+					started[i] = time.Now()
+					cd.done()
+					gc.add(timerKey(i, 2), nil)
+				})
 			}()
 			return nil
 		}
@@ -285,4 +332,105 @@ func (b *bench) timersOnce(ctx context.Context, n int, paced bool, backend timer
 	o.set("requested_spread_ms", ms(hi.Sub(lo)))
 	o.set("gc_cycles", gcs)
 	return o, nil
+}
+
+// timerKey is the key of write kind (0 enqueue, 1 start, 2 settlement) of
+// job i on the raw Pebble backends.
+func timerKey(i, kind int) []byte {
+	key := make([]byte, 9)
+	binary.BigEndian.PutUint64(key[:8], uint64(i))
+	key[8] = byte(kind)
+	return key
+}
+
+// groupCommitter commits, synced and one commit at a time, every write
+// added while the previous commit ran, then calls each write's after
+// func (groupCommits).
+type groupCommitter struct {
+	db      *pebble.DB
+	val     []byte
+	mu      sync.Mutex
+	pending []groupWrite
+	err     error
+	wake    chan struct{}
+	quit    chan struct{}
+	done    chan struct{}
+}
+
+type groupWrite struct {
+	key   []byte
+	after func()
+}
+
+func newGroupCommitter(db *pebble.DB) *groupCommitter {
+	g := &groupCommitter{db: db, val: make([]byte, syncValueBytes),
+		wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
+	go g.run()
+	return g
+}
+
+// add queues a write for the next commit; after, if not nil, runs on the
+// committer once that commit returned.
+func (g *groupCommitter) add(key []byte, after func()) {
+	g.mu.Lock()
+	g.pending = append(g.pending, groupWrite{key: key, after: after})
+	g.mu.Unlock()
+	select {
+	case g.wake <- struct{}{}:
+	default:
+	}
+}
+
+// commit adds a write and waits for its commit.
+func (g *groupCommitter) commit(key []byte) error {
+	done := make(chan struct{})
+	g.add(key, func() { close(done) })
+	select {
+	case <-done:
+	case <-g.done:
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.err
+}
+
+func (g *groupCommitter) run() {
+	defer close(g.done)
+	for {
+		select {
+		case <-g.wake:
+		case <-g.quit:
+			return
+		}
+		for {
+			g.mu.Lock()
+			ws := g.pending
+			g.pending = nil
+			g.mu.Unlock()
+			if len(ws) == 0 {
+				break
+			}
+			b := g.db.NewBatch()
+			for _, w := range ws {
+				_ = b.Set(w.key, g.val, nil)
+			}
+			if err := b.Commit(pebble.Sync); err != nil {
+				g.mu.Lock()
+				g.err = err
+				g.mu.Unlock()
+				return
+			}
+			_ = b.Close()
+			for _, w := range ws {
+				if w.after != nil {
+					w.after()
+				}
+			}
+		}
+	}
+}
+
+func (g *groupCommitter) stop() {
+	close(g.quit)
+	<-g.done
 }
