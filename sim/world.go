@@ -348,10 +348,18 @@ func (w *World) Engine() *api.Engine {
 // TraceHash returns the rolling hash of every step so far.
 func (w *World) TraceHash() uint64 { return w.trace }
 
-// Trace returns the steps so far.
+// Trace returns the steps so far. Opening an engine instance is a step
+// of its own, "open": the first step's, and every reopen after a crash,
+// a [World.DiskFault] or a shutdown, which is listed just before the step
+// that reopened (so a crash reads "open", then "crash 0%").
 func (w *World) Trace() []Step { return append([]Step(nil), w.steps...) }
 
-// Digest returns the state digest after the last step.
+// Digest returns the live state digest after the last step: the SHA-256
+// of the engine's replayed state ([api.Engine.StateDigest]), which the
+// oracle checks equals the fold of the acknowledged records. That state
+// holds the unfinished work, the last seq and counts of the finished
+// work, so the digest changes when a job completes, but does not cover
+// what the finished work was (the trace's records do).
 func (w *World) Digest() [32]byte { return w.lastDig }
 
 // Err returns the first failure, or nil. It is safe to call from any
