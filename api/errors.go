@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/quire-dev/quire/journal"
 	"github.com/quire-dev/quire/journal/record"
@@ -175,7 +176,18 @@ type NameError struct {
 }
 
 // Error names the kind and the name, then the reason.
-func (e *NameError) Error() string { return fmt.Sprintf("quire: %s %q: %v", e.Kind, e.Name, e.Err) }
+func (e *NameError) Error() string {
+	return fmt.Sprintf("quire: %s %q: %s", e.Kind, e.Name, reasonText(e.Err))
+}
+
+// reasonText is err's text without the "quire: " its sentinel starts
+// with, for an error that wraps it after a "quire: " of its own.
+func reasonText(err error) string {
+	if err == nil {
+		return "<nil>"
+	}
+	return strings.TrimPrefix(err.Error(), "quire: ")
+}
 
 // Unwrap returns the reason, such as [ErrNotFound] or [ErrDuplicate].
 func (e *NameError) Unwrap() error { return e.Err }

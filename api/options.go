@@ -248,7 +248,7 @@ type OptionError struct {
 func (e *OptionError) Error() string {
 	s := fmt.Sprintf("quire: %s = %v: %s", e.Field, e.Value, e.Reason)
 	if e.Err != nil && e.Reason == "" {
-		s = fmt.Sprintf("quire: %s: %v", e.Field, e.Err)
+		s = fmt.Sprintf("quire: %s: %s", e.Field, reasonText(e.Err))
 	}
 	return s
 }

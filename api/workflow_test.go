@@ -842,7 +842,7 @@ func TestWF19_SignalTargets(t *testing.T) {
 		err := b.eng.Signal(b.ctx, "wf_unknown", "go", nil)
 		var ne *api.NameError
 		if !errors.Is(err, api.ErrNotFound) || !errors.As(err, &ne) || ne.Name != "wf_unknown" ||
-			err.Error() != `quire: workflow "wf_unknown": quire: not found` {
+			err.Error() != `quire: workflow "wf_unknown": not found` {
 			t.Errorf("WF-19: signal to an unknown id: %v", err)
 		}
 		for id, status := range map[string]string{done: "completed", cancelled: "cancelled"} {

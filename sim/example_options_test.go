@@ -120,7 +120,7 @@ func ExampleWithT() {
 	// log: sim: seed 0x2a
 	// log: sim: seed 0x2a: 5 steps
 	// log: sim: seed 0x2a
-	// FAIL: sim seed 0x2a, step 1 (0s): enqueue nosuch: quire: handler "nosuch": quire: handler not registered
+	// FAIL: sim seed 0x2a, step 1 (0s): enqueue nosuch: quire: handler "nosuch": handler not registered
 }
 
 // ExampleSetup registers the application's handler on every engine
