@@ -84,7 +84,8 @@
 //     "handler" started when its start's commit returns and its
 //     settlement joining the next. A start that comes due while a commit
 //     syncs waits for it and then for its own, so this is the burst's
-//     floor for one commit at a time on the same disk.
+//     floor for one commit at a time on the same disk. Its jobs come due
+//     at the instants the engine's jobs came due in the run before it.
 //     Targets p99 <= 1 ms paced, <= 2 ms burst.
 //     The engine's runs also give start_appends, the synced commits that
 //     carried attempt_started records, and starts_per_start_append: at
@@ -259,6 +260,9 @@ func run(ctx context.Context, cfg config) error {
 type bench struct {
 	cfg config
 	out *json.Encoder
+	// lastDue holds the last timers engine run's due instants, each
+	// relative to the earliest: the burst the group-commit floor replays.
+	lastDue []time.Duration
 	// base is Pebble's synced commits/s from 64 goroutines, 0 if not
 	// measured; baseSeq is the sequential figure.
 	base, baseSeq float64
