@@ -93,3 +93,24 @@ func TestRunner_IntakeStopsWhileBatchesWait(t *testing.T) {
 		}
 	})
 }
+
+// Events whose subject is gone (the settlement cap of a settlement that
+// was acknowledged, the supervision instants of an attempt that settled)
+// arm no timer: fire would drop them unseen, and waking the loop for them
+// costs a pass (and, under sim, a stop of Advance) for nothing.
+func TestRunner_NoTimerForEventsWhoseSubjectIsGone(t *testing.T) {
+	b := newRunnerBundle(t, func(ctx context.Context, a *Attempt) Result { return Result{} })
+	if err := b.r.SetDispatch(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.r.WaitIdle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(b.app.settlements()); n != 1 {
+		t.Fatalf("%d settlements, want the job's one", n)
+	}
+	b.sync() // a pass of the loop after the settlement's acknowledgement
+	if at, ok := b.clk.Next(); ok {
+		t.Fatalf("a timer is armed for t0%+v with nothing left to do", at.Sub(t0))
+	}
+}

@@ -1060,6 +1060,12 @@ func (r *Runner) arm(now time.Time) {
 	if !r.checkAt.IsZero() && decides && (!ok || r.checkAt.Before(next)) {
 		next, ok = r.checkAt, true
 	}
+	// An event whose subject is gone (a settlement acknowledged within its
+	// cap, an attempt that settled) would wake the loop for nothing: fire
+	// drops it unseen. Dropped here, it arms no timer.
+	for r.events.Len() > 0 && !r.eventLive(r.events[0]) {
+		heapPop(&r.events)
+	}
 	if r.events.Len() > 0 {
 		e := time.Unix(0, r.events[0].at)
 		if !ok || e.Before(next) {
