@@ -61,20 +61,29 @@ func (b *bench) baseline(ctx context.Context) error {
 	return nil
 }
 
+// openPebble opens a fresh raw Pebble store in a temporary directory
+// named for prefix; closeDB closes it and removes the directory.
+func (b *bench) openPebble(prefix string) (db *pebble.DB, closeDB func(), err error) {
+	dir, cleanup, err := b.tempDir(prefix)
+	if err != nil {
+		return nil, nil, err
+	}
+	if db, err = pebble.Open(dir, &pebble.Options{FormatMajorVersion: pebble.FormatNewest, Logger: quietLogger{}}); err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	return db, func() { db.Close(); cleanup() }, nil
+}
+
 // pebbleCommits opens a fresh store and times n synced Sets of 200-byte
 // values from gos goroutines; it returns the total seconds and the sorted
 // latencies of the Sets.
 func (b *bench) pebbleCommits(gos, n int) (float64, []time.Duration, error) {
-	dir, cleanup, err := b.tempDir("pebble")
+	db, closeDB, err := b.openPebble("pebble")
 	if err != nil {
 		return 0, nil, err
 	}
-	defer cleanup()
-	db, err := pebble.Open(dir, &pebble.Options{FormatMajorVersion: pebble.FormatNewest, Logger: quietLogger{}})
-	if err != nil {
-		return 0, nil, err
-	}
-	defer db.Close()
+	defer closeDB()
 	val := make([]byte, baselineValueBytes)
 	rand.Read(val)
 	var (

@@ -173,15 +173,12 @@ func (b *bench) timersOnce(ctx context.Context, n int, paced bool, backend timer
 			return nil
 		}
 	case syncWrites:
-		dir, cleanup, err := b.tempDir("syncwrites")
-		if err != nil {
+		var closeDB func()
+		var err error
+		if db, closeDB, err = b.openPebble("syncwrites"); err != nil {
 			return nil, err
 		}
-		defer cleanup()
-		if db, err = pebble.Open(dir, &pebble.Options{FormatMajorVersion: pebble.FormatNewest, Logger: quietLogger{}}); err != nil {
-			return nil, err
-		}
-		defer db.Close()
+		defer closeDB()
 		val := make([]byte, syncValueBytes)
 		set := func(i, kind int) error { return db.Set(timerKey(i, kind), val, pebble.Sync) }
 		enqueue = func(i int) error {
@@ -204,15 +201,12 @@ func (b *bench) timersOnce(ctx context.Context, n int, paced bool, backend timer
 			return nil
 		}
 	case groupCommits:
-		dir, cleanup, err := b.tempDir("groupcommits")
-		if err != nil {
+		var closeDB func()
+		var err error
+		if db, closeDB, err = b.openPebble("groupcommits"); err != nil {
 			return nil, err
 		}
-		defer cleanup()
-		if db, err = pebble.Open(dir, &pebble.Options{FormatMajorVersion: pebble.FormatNewest, Logger: quietLogger{}}); err != nil {
-			return nil, err
-		}
-		defer db.Close()
+		defer closeDB()
 		gc := newGroupCommitter(db)
 		defer gc.stop()
 		// The engine run's due instants, relative to its first: the burst
