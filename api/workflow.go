@@ -331,7 +331,9 @@ func (w *Workflow) checkMode(step string, mode WaitMode, n int) {
 //   - WaitForSignal with one name, or WaitForAnySignal: the picked signal's
 //     public payload. Without Into its keys merge into the state.
 //   - WaitForSignal with several names: a map of signal name to public
-//     payload. Without Into all the payloads' keys merge into the state.
+//     payload, so each name may appear once. Without Into all the
+//     payloads' keys merge into the state, and a name may repeat to wait
+//     for as many signals of it.
 //   - WaitForWorkflows and WaitForWorkflowsIn: a map of each known id to
 //     {"status": ..., "state": its public state}, with ids still running
 //     under Any or Quorum included and unknown ids left out. Without Into
@@ -347,6 +349,20 @@ func (w *Workflow) Into(key string) *Workflow {
 	}
 	if key == "" || !isPublic(key) {
 		w.fail(s.name, "Into", "result key must be a public key, got "+strconv.Quote(key))
+	}
+	if s.kind == scheduler.StepSignal && s.mode == scheduler.ModeAll {
+		// The result maps each name to its signal's payload: a name
+		// waited for twice would keep one of its two payloads (WF-6).
+		seen := make(map[string]bool, len(s.signals))
+		for _, n := range s.signals {
+			if seen[n] {
+				w.fail(s.name, "Into", "signal "+strconv.Quote(n)+" is waited for more than once; "+
+					"the result maps each name to one payload, so the others would be lost: name each signal once, "+
+					"or leave out Into to merge every payload into the state")
+				break
+			}
+			seen[n] = true
+		}
 	}
 	s.resultKey = key
 	return w

@@ -346,6 +346,8 @@ func TestWF2_BuilderErrorsNameStepOrOptionAndAppendNothing(t *testing.T) {
 		{"quorum zero", api.NewWorkflow("q0").WaitForWorkflowsIn(api.Quorum(0), "ids"), "q0", "*", "Quorum", "got 0"},
 		{"no signal names", api.NewWorkflow("sig").WaitForSignal(), "sig", "*", "WaitForSignal", "at least one signal"},
 		{"private Into key", api.NewWorkflow("into").WaitForSignal("go").Into("_x"), "into", "*", "Into", "public key"},
+		// WF-6: the result maps each name to one payload.
+		{"Into over a repeated signal", api.NewWorkflow("into2").WaitForSignal("ok", "ok").Into("approvals"), "into2", "*", "Into", `"ok" is waited for more than once`},
 		{"unknown sub-workflow", api.NewWorkflow("parent").Then("a", ok).SubWorkflow("enrich", "nope"), "parent", "enrich", "SubWorkflow", `"nope" is not registered`},
 		{"zero deadline", api.NewWorkflow("wd").Then("a", ok).MustCompleteWithin(0), "wd", "", "MustCompleteWithin", "got 0s"},
 		// RL-9: past DelayMax the instants used to wrap round into the
