@@ -65,10 +65,10 @@ const batchRecordsMax = 512
 
 // intakeFull reports whether the loop stops taking new ops: a full batch
 // (batchRecordsMax records) waits behind the one being committed. Callers
-// then wait in Submit, Do and the calls built on them until an append is
+// then wait in Submit and the calls built on it until an append is
 // acknowledged and the batch goes to the committer (or their ctx ends:
-// nothing is appended then). Attempts' results, acknowledgements and
-// timers are still taken.
+// nothing is appended then). Attempts' results, acknowledgements, timers
+// and calls (Do, which decide no record) are still taken.
 //
 // Every start and settlement decided joins the end of the pending queue.
 // With producers enough to keep it growing, each attempt waited behind
@@ -329,10 +329,10 @@ func (r *Runner) Start() {
 //
 // ctx bounds only the wait for the loop to take the op, which under load
 // includes the wait for room behind the appends already decided
-// (intakeFull). If ctx has ended
-// before the call, or ends before the loop takes the op, Submit returns
-// ctx.Err() unwrapped, fn never runs and nothing is appended. Once the
-// loop has taken the op, Submit waits for its outcome whatever ctx does,
+// (intakeFull). If ctx has ended before the call, or ends before the
+// loop takes the op, Submit returns ctx.Err() unwrapped, fn never runs
+// and nothing is appended. Once the loop has taken the op, Submit waits
+// for its outcome whatever ctx does,
 // so that an acknowledged transition is never reported as failed: a
 // ctx.Err() from Submit always means nothing was appended.
 func (r *Runner) Submit(ctx context.Context, fn func(m *Machine, now time.Time) (Decision, error)) error {
