@@ -380,25 +380,8 @@ func TestWF10_NoWaitThatCanNeverBeMetIsLeftOrFailedWrongly(t *testing.T) {
 			"slow": {Name: "slow", Hash: "hslow", Deadline: time.Hour,
 				Steps: []StepDef{{Kind: StepThen, Name: "0", Handlers: []string{"h"}, Queue: "default", Retry: defaultRetry}}},
 		}
-		index := map[string]WorkflowSummary{}
-		b := setup(t, nil, func(cfg *Config) {
-			cfg.WorkflowFunc = func(name string) *WorkflowDef { return defs[name] }
-			cfg.LookupFunc = func(id string) (WorkflowSummary, bool) { s, ok := index[id]; return s, ok }
-		})
+		b, index, take := indexedBundle(t, defs)
 		now := t0
-		b.recover(now)
-		take := func(d Decision, err error) {
-			if err != nil {
-				return // refused: nothing decided
-			}
-			b.take(d)
-			for _, e := range d.Index {
-				if s, err := replay.DecodeWorkflowSummary(e.Value); err == nil {
-					index[e.ID] = WorkflowSummary{Status: s.Status.String(), State: s.State, Error: s.Error}
-				}
-			}
-			b.m.Acked(b.m.NextSeq() - 1)
-		}
 		var ids, gates []string
 		quorum := map[string]int{} // of each gate
 		for i := range rapid.IntRange(3, 6).Draw(t, "workflows") {

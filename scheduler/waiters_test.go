@@ -172,25 +172,8 @@ func TestWF7_WaitTalliesDecideAsAFullDecisionWould(t *testing.T) {
 			"dep": {Name: "dep", Hash: "hd", Deadline: time.Hour,
 				Steps: []StepDef{{Kind: StepSignal, Name: "0", Signals: []string{"go"}, Mode: ModeAll}}},
 		}
-		index := map[string]WorkflowSummary{}
-		b := setup(t, nil, func(cfg *Config) {
-			cfg.WorkflowFunc = func(name string) *WorkflowDef { return defs[name] }
-			cfg.LookupFunc = func(id string) (WorkflowSummary, bool) { s, ok := index[id]; return s, ok }
-		})
+		b, index, take := indexedBundle(t, defs)
 		now := t0
-		b.recover(now)
-		take := func(d Decision, err error) {
-			if err != nil {
-				return // refused: nothing decided (a dependency already finished, say)
-			}
-			b.take(d)
-			for _, e := range d.Index {
-				if s, err := replay.DecodeWorkflowSummary(e.Value); err == nil {
-					index[e.ID] = WorkflowSummary{Status: s.Status.String(), State: s.State, Error: s.Error}
-				}
-			}
-			b.m.Acked(b.m.NextSeq() - 1) // summaries come from the index from now on
-		}
 		var ids []string
 		for range deps {
 			d, id, err := b.m.StartWorkflow(now, DispatchRequest{Name: "dep"})
@@ -352,4 +335,31 @@ func TestRL11_WaitTallyLeavesWithItsWaiter(t *testing.T) {
 		t.Fatalf("%d tallies left after the only waiter was cancelled", n)
 	}
 	b.replayed()
+}
+
+// indexedBundle is a recovered machine whose workflows are defs, by name,
+// and whose terminal index is the returned map, kept as the engine keeps
+// it: take applies a decision (nothing for a refused one), records its
+// index entries and acknowledges it, so that summaries come from the
+// index from then on.
+func indexedBundle(t tb, defs map[string]*WorkflowDef) (b *testBundle, index map[string]WorkflowSummary, take func(Decision, error)) {
+	index = map[string]WorkflowSummary{}
+	b = setup(t, nil, func(cfg *Config) {
+		cfg.WorkflowFunc = func(name string) *WorkflowDef { return defs[name] }
+		cfg.LookupFunc = func(id string) (WorkflowSummary, bool) { s, ok := index[id]; return s, ok }
+	})
+	b.recover(t0)
+	take = func(d Decision, err error) {
+		if err != nil {
+			return // refused: nothing decided
+		}
+		b.take(d)
+		for _, e := range d.Index {
+			if s, err := replay.DecodeWorkflowSummary(e.Value); err == nil {
+				index[e.ID] = WorkflowSummary{Status: s.Status.String(), State: s.State, Error: s.Error}
+			}
+		}
+		b.m.Acked(b.m.NextSeq() - 1)
+	}
+	return b, index, take
 }
