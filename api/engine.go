@@ -139,7 +139,11 @@ type Engine struct {
 	stats       OpenStats
 	quarantine  quarantine // fixed once Open has replayed
 	snapWG      sync.WaitGroup
-	snapMu      sync.Mutex // one snapshot write and check at a time, in seq order
+	// snapPrev is closed when the newest snapshot goroutine launched is
+	// done; the next one waits for it, so that snapshots are checked and
+	// written one at a time, in seq order. Set on the runner's loop,
+	// where the writes are launched in seq order.
+	snapPrev <-chan struct{}
 	// crashed is set when Close abandoned the engine without a shutdown
 	// (an already-ended ctx before any initiation).
 	crashed bool
@@ -408,14 +412,24 @@ func (e *Engine) writeSnapshot(st *replay.State) func(stored func(bool)) {
 	return func(stored func(bool)) {
 		// Written and checked off the loop: a snapshot holds every active
 		// job, and its synced write would stall dispatch and settlement.
-		// snapMu keeps snapshots in seq order; Stop and Close wait for
+		// Each waits for the one launched before it, so that a later
+		// snapshot is never written before an earlier one (which would
+		// then be the newest written, and delete the later one's
+		// predecessors but not the later one); Stop and Close wait for
 		// snapWG before closing the journal. The runner holds appends
 		// that would outrun RL-12's bound until stored is called.
+		prev, done := e.snapPrev, make(chan struct{})
+		e.snapPrev = done
 		e.snapWG.Add(1)
 		go func() {
 			defer e.snapWG.Done()
-			e.snapMu.Lock()
-			defer e.snapMu.Unlock()
+			defer close(done)
+			if h := testHookSnapshotStart; h != nil {
+				h(seq)
+			}
+			if prev != nil {
+				<-prev
+			}
 			if h := testHookSnapshotWrite; h != nil {
 				h(seq)
 			}

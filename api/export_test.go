@@ -76,6 +76,11 @@ func EffectiveOptions(e *Engine) Options { return e.opts }
 // not run in parallel.
 func SetSnapshotWriteHook(f func(seq uint64)) { testHookSnapshotWrite = f }
 
+// SetSnapshotStartHook installs f to run as each snapshot goroutine
+// starts, before it waits for the one before it, for the engines opened
+// afterwards; nil removes it. Tests using it must not run in parallel.
+func SetSnapshotStartHook(f func(seq uint64)) { testHookSnapshotStart = f }
+
 // SnapshotHeld reports whether the engine's next append waits for a
 // snapshot being written (RL-12).
 func SnapshotHeld(e *Engine) (bool, error) { return e.r.SnapshotHeld(context.Background()) }

@@ -26,3 +26,8 @@ var testHookInitiated func()
 // snapshot goroutine before the snapshot at seq is written: a test blocks
 // it there to hold a snapshot on its way.
 var testHookSnapshotWrite func(seq uint64)
+
+// testHookSnapshotStart, when set by a test before Open, runs on a
+// snapshot goroutine as it starts, before it waits for the snapshot
+// launched before it.
+var testHookSnapshotStart func(seq uint64)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -374,6 +375,89 @@ func TestRL12_AppendsWaitForASlowSnapshot(t *testing.T) {
 	}
 	if ss := b.eng.SnapshotStats(); ss.Written == 0 {
 		t.Fatalf("snapshot stats %+v: want snapshots written", ss)
+	}
+}
+
+// RL-12: snapshots are written in seq order even when a later one is
+// launched before an earlier one got to write: the newest written is the
+// one SnapshotStats names and the one the next Open starts from. The
+// snapshot goroutine that starts first is held as it starts until one
+// with a later seq started, and then yields for a while, which gives the
+// later one every chance to write first.
+func TestRL12_SnapshotsAreWrittenInSeqOrder(t *testing.T) {
+	const every = 100
+	later := make(chan struct{})
+	var (
+		mu      sync.Mutex
+		first   uint64
+		started []uint64
+		written []uint64
+	)
+	api.SetSnapshotStartHook(func(seq uint64) {
+		mu.Lock()
+		started = append(started, seq)
+		hold := first == 0
+		if hold {
+			first = seq
+		} else if seq > first {
+			select {
+			case <-later:
+			default:
+				close(later)
+			}
+		}
+		mu.Unlock()
+		if hold {
+			<-later
+			for range 1000 {
+				runtime.Gosched()
+			}
+		}
+	})
+	api.SetSnapshotWriteHook(func(seq uint64) {
+		mu.Lock()
+		written = append(written, seq)
+		mu.Unlock()
+	})
+	t.Cleanup(func() { // after the engine's Close: see above
+		api.SetSnapshotStartHook(nil)
+		api.SetSnapshotWriteHook(nil)
+	})
+
+	b := setup(t, func(o *api.Options) { o.SnapshotEvery = every })
+	if err := api.Handle(b.eng, "held", okHandler(nil)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.eng.PauseQueue(b.ctx, "default"); err != nil { // one record per enqueue
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		b.enqueue("held", msg{N: i})
+		select {
+		case <-later:
+		default:
+			continue
+		}
+		break
+	}
+	if err := b.eng.Close(b.ctx); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	mu.Lock()
+	t.Logf("snapshots started %v, written %v", started, written)
+	if len(written) < 2 || !slices.IsSorted(written) {
+		mu.Unlock()
+		t.Fatalf("snapshots started %v were written in the order %v: want seq order", started, written)
+	}
+	newest := written[len(written)-1]
+	mu.Unlock()
+	ss := b.eng.SnapshotStats()
+	if ss.Failed != 0 || ss.LastWrittenSeq != newest {
+		t.Fatalf("snapshot stats %+v: want none failed and the newest written, seq %d", ss, newest)
+	}
+	b.open()
+	if st := b.eng.Stats(); st.SnapshotSeq != newest {
+		t.Fatalf("open stats %+v: want the snapshot at seq %d", st, newest)
 	}
 }
 
