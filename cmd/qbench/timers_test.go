@@ -1,8 +1,12 @@
 package main
 
 import (
+	"math/rand/v2"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -51,5 +55,49 @@ func TestGroupCommitterCommitsEveryWriteBeforeItsAfter(t *testing.T) {
 				closer.Close()
 			}
 		}
+	}
+}
+
+// The floors' one timer fires every job once, never before its instant,
+// and in instant order, whatever order the jobs were added in.
+func TestDueQueueFiresEachJobOnceInInstantOrderNeverEarly(t *testing.T) {
+	const n = 200
+	var (
+		mu    sync.Mutex
+		order []int
+		early []int
+		all   = make(chan struct{})
+	)
+	at := make([]time.Time, n)
+	q := newDueQueue(func(i int) {
+		now := time.Now()
+		mu.Lock()
+		defer mu.Unlock()
+		if now.Before(at[i]) {
+			early = append(early, i)
+		}
+		order = append(order, i)
+		if len(order) == n {
+			close(all)
+		}
+	})
+	defer q.stop()
+	// Instants 50 ms from now, 10 µs apart, added in a shuffled order
+	// (long before the first comes due).
+	base := time.Now().Add(50 * time.Millisecond)
+	for i := range n {
+		at[i] = base.Add(time.Duration(i) * 10 * time.Microsecond)
+	}
+	for _, i := range rand.New(rand.NewPCG(1, 2)).Perm(n) {
+		q.add(at[i], i)
+	}
+	<-all
+	mu.Lock()
+	defer mu.Unlock()
+	if len(early) > 0 {
+		t.Fatalf("jobs %v fired before their instants", early)
+	}
+	if !slices.IsSorted(order) {
+		t.Fatalf("fired in the order %v, want instant order", order)
 	}
 }
