@@ -342,13 +342,25 @@ func (c *Coordinator) setFailureCode(code string) {
 	}
 }
 
-// emit appends e, unless the journal already failed: from the first
-// failure on, records are skipped and the phases go on (SD-11).
-func (c *Coordinator) emit(e Event) {
+// emit appends e, a record of phases 1 to 5 (shutdown_force_requested and
+// debug included), waiting at most until min(now + SettlementTimeout, Hr)
+// while Hr has not passed (SD-2) and SettlementTimeout once it has
+// ([Coordinator.recordBound]).
+func (c *Coordinator) emit(e Event) { c.appendRecord(e, c.recordBound()) }
+
+// emitReport appends e, a record of phase 6, which waits only for its
+// appends, each bounded by SettlementTimeout (SD-17): the report is
+// published after Hr if phase 5 ran until it (SD-10).
+func (c *Coordinator) emitReport(e Event) { c.appendRecord(e, c.settleBound()) }
+
+// appendRecord appends e within b, unless the journal already failed: from
+// the first failure on (an error, such as the one an append given up at its
+// bound returns), records are skipped and the phases go on (SD-11).
+func (c *Coordinator) appendRecord(e Event, b bound) {
 	if c.jrn == nil || c.journalErr != nil {
 		return
 	}
-	if err := c.bounded(c.settle, func(ctx context.Context) error { return c.jrn.Append(ctx, e) }); err != nil {
+	if err := c.bounded(b, func(ctx context.Context) error { return c.jrn.Append(ctx, e) }); err != nil {
 		c.journalErr = err
 	}
 }

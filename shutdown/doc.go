@@ -19,9 +19,13 @@
 //
 // Every deadline is an absolute instant of the injected clock, derived from
 // one [deadlines.Root] (SD-2..SD-8): graceful paths run until G, force
-// paths until min(now + reserve', Hr), and nothing waits past Hr except the
-// joins of quire's own waits, which return once their context ends, and
-// the appends of the shutdown's own records, bounded by SettlementTimeout.
+// paths until min(now + reserve', Hr), and the append of each of the
+// shutdown's own records until min(now + SettlementTimeout, Hr), following
+// Hr as installs shorten it (SD-5). Nothing waits past Hr except the joins
+// of quire's own waits, which return once their context ends, the records
+// written once Hr has passed (the closing records of a phase cut at Hr)
+// and phase 6, whose appends and journal close are each bounded by
+// SettlementTimeout alone (SD-17).
 // Outcomes are decided by comparing the instant a call returned with its
 // path's deadline, so a late observation never changes them. User code
 // (owned resources, the signal monitor's stop, telemetry) that overruns its

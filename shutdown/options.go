@@ -30,8 +30,12 @@ type Options struct {
 	// (SD-4).
 	ShutdownTimeout time.Duration
 	// SettlementTimeout bounds each journal append and the journal close of
-	// the shutdown (SD-17, DL-3). Zero means 5 s; otherwise 1 ms..60 s
-	// inclusive.
+	// the shutdown (SD-17, DL-3). It is a local cap clamped to Hr, never
+	// added to it (SD-2): a record of phases 1 to 5 appended while Hr has
+	// not passed waits at most until min(now + SettlementTimeout, Hr). A
+	// record appended once Hr has passed, phase 6's records and the journal
+	// close wait at most SettlementTimeout. Zero means 5 s; otherwise
+	// 1 ms..60 s inclusive.
 	SettlementTimeout time.Duration
 
 	// OwnedResources are the resources the engine owns, in hand-over order;

@@ -386,18 +386,20 @@ func (c *Coordinator) classify(p *pass, accounted bool) Report {
 
 // publishReport is phase 6 (SD-17), after the report is published in
 // memory: append it between the phase's records, then close the journal.
-// It returns the shared result of the shutdown.
+// Phase 6 waits only for these, each bounded by SettlementTimeout alone,
+// so the report is still written when phase 5 ran until Hr (SD-10). It
+// returns the shared result of the shutdown.
 func (c *Coordinator) publishReport(rep Report) error {
-	c.emit(PhaseStarted{Phase: PhasePublishReport, At: c.clk.Now()})
-	c.emit(ReportPublished{Report: *rep.Clone()})
+	c.emitReport(PhaseStarted{Phase: PhasePublishReport, At: c.clk.Now()})
+	c.emitReport(ReportPublished{Report: *rep.Clone()})
 	status := OutcomeCompleted
 	if c.jrn != nil && c.journalErr != nil {
 		status = OutcomeFailed
 	}
-	c.emit(PhaseFinished{Phase: PhasePublishReport, At: c.clk.Now(), Graceful: status, Forced: OutcomeNotAttempted, Completion: rep.Completion})
+	c.emitReport(PhaseFinished{Phase: PhasePublishReport, At: c.clk.Now(), Graceful: status, Forced: OutcomeNotAttempted, Completion: rep.Completion})
 	jerr := c.journalErr
 	if c.jrn != nil {
-		if err := c.bounded(c.settle, c.jrn.Close); err != nil && jerr == nil {
+		if err := c.bounded(c.settleBound(), c.jrn.Close); err != nil && jerr == nil {
 			jerr = err
 		}
 	}
