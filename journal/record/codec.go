@@ -89,17 +89,35 @@ func DecodeBody(k Kind, payload []byte) (Body, error) {
 // can reach the journal. Depth and size are checked as the bytes are
 // written, so a value that contains itself through a map, slice, array or
 // struct is refused at depth DepthMax+1 rather than recursing until the
-// process dies (see valueWriter). Errors wrap [ErrInvalid] or
+// process dies (see valueWriter); one that contains itself through
+// pointers and interfaces only (var x any; x = &x), or holds a type
+// msgpack recurses on without end (type P *P), is refused before it is
+// encoded (see checkIndirections). Errors wrap [ErrInvalid] or
 // [ErrTooLarge].
 func EncodeValue(v any) ([]byte, error) {
+	// A cycle of pointers and interfaces, or a type msgpack recurses on
+	// while building its encoder, would overflow the stack without a
+	// write the valueWriter could fail: refused first.
+	limitErr := checkIndirections(v)
 	p := getEncoder()
 	defer p.put()
-	err := p.enc.Encode(v)
-	switch p.w.err { // checked first: a custom encoder may have dropped it
+	var err error
+	if limitErr == nil {
+		err = p.enc.Encode(v)
+		limitErr = p.w.err // checked first: a custom encoder may have dropped it
+	}
+	switch limitErr {
 	case errValueTooDeep:
 		return nil, fmt.Errorf("%w: %T nests deeper than %d levels (DepthMax) or contains itself", ErrInvalid, v, DepthMax)
 	case errValueTooLarge:
 		return nil, fmt.Errorf("%w: %T encodes to more than %d bytes (ValueBytesMax)", ErrTooLarge, v, ValueBytesMax)
+	case errValueCycle:
+		return nil, fmt.Errorf("%w: %T contains itself through pointers and interfaces only", ErrInvalid, v)
+	case errValueChainTooLong:
+		return nil, fmt.Errorf("%w: %T goes through more than %d pointers in a row (DepthMax) or contains itself", ErrInvalid, v, DepthMax)
+	}
+	if rt, ok := limitErr.(*recursiveTypeError); ok {
+		return nil, fmt.Errorf("%w: %T cannot be encoded: %v", ErrInvalid, v, rt)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: encode %T: %v", ErrInvalid, v, err)

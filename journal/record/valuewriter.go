@@ -27,7 +27,9 @@ var (
 // stack is exhausted, which is a fatal error no recover can catch; and a
 // value that shares one subtree many times stops at ValueBytesMax instead
 // of exhausting memory. A cycle made only of pointers and interfaces
-// (var x any; x = &x) writes nothing per level and is not caught here.
+// (var x any; x = &x) writes nothing per level, so no write can stop it:
+// EncodeValue refuses such a value before msgpack sees it (see
+// checkIndirections).
 //
 // The errors are sticky: once a write failed, every later one fails too,
 // even if a custom encoder ignored the first.
