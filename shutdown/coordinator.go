@@ -54,6 +54,17 @@ type Coordinator struct {
 	journalErr error
 	forceSeen  bool
 	abandoned  []*call
+	// behind is an append of a record of phases 1 to 5 whose wait ended
+	// at Hr while it still ran, and deferred the records emitted after it
+	// or once Hr had passed: settled before the report ([settleRecords]).
+	behind   *inFlight
+	deferred []Event
+}
+
+// inFlight is an append left running when its wait ended at Hr.
+type inFlight struct {
+	cl     *call
+	cancel context.CancelCauseFunc
 }
 
 // forceState is the first force: explicit (SD-22) or by a runtime failure
@@ -343,25 +354,93 @@ func (c *Coordinator) setFailureCode(code string) {
 }
 
 // emit appends e, a record of phases 1 to 5 (shutdown_force_requested and
-// debug included), waiting at most until min(now + SettlementTimeout, Hr)
-// while Hr has not passed (SD-2) and SettlementTimeout once it has
-// ([Coordinator.recordBound]).
-func (c *Coordinator) emit(e Event) { c.appendRecord(e, c.recordBound()) }
+// debug included), unless the journal already failed: from the first
+// failure on, records are skipped and the phases go on (SD-11).
+//
+// Its wait ends at min(now + SettlementTimeout, Hr), Hr as the root in
+// effect says while it waits (SD-2, SD-5). An append still running at Hr
+// is not given up: the phases go on without waiting for it, and it and
+// every record after it (and every record emitted once Hr has passed,
+// such as the closing records of a phase cut at Hr) are settled before
+// the report, within one SettlementTimeout (settleRecords, SD-17). So a
+// root cut short while a healthy journal commits a record costs no
+// record, and a hung journal holds no phase past Hr.
+func (c *Coordinator) emit(e Event) {
+	if c.jrn == nil || c.journalErr != nil {
+		return
+	}
+	now := c.clk.Now()
+	if c.behind != nil || len(c.deferred) > 0 || c.view().root.Expired(now) {
+		c.deferred = append(c.deferred, e)
+		return
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cl := c.start(ctx, c.appendFn(e))
+	settleAt := now.Add(c.settle)
+	if c.await(cl.done, func(v view) time.Time { return v.root.Cap(settleAt) }) {
+		cancel(nil)
+		c.noteAppend(cl)
+		return
+	}
+	if !c.view().root.Hr().Before(settleAt) {
+		// SettlementTimeout ended it, before Hr.
+		cancel(errAppendTimeout)
+		<-cl.done
+		c.noteAppend(cl)
+		return
+	}
+	c.behind = &inFlight{cl: cl, cancel: cancel}
+}
+
+// settleRecords waits for the append left running at Hr, then appends
+// the records deferred behind it, all within one SettlementTimeout from
+// now (SD-17). It runs once phases 1 to 5 are over, before the report is
+// classified, so that CloseReconciled counts these records too.
+func (c *Coordinator) settleRecords() {
+	end := c.clk.Now().Add(c.settle)
+	if b := c.behind; b != nil {
+		c.behind = nil
+		if !c.await(b.cl.done, func(view) time.Time { return end }) {
+			b.cancel(errAppendTimeout)
+			<-b.cl.done
+		}
+		b.cancel(nil)
+		c.noteAppend(b.cl)
+	}
+	deferred := c.deferred
+	c.deferred = nil
+	for _, e := range deferred {
+		c.appendWithin(e, end)
+	}
+}
 
 // emitReport appends e, a record of phase 6, which waits only for its
 // appends, each bounded by SettlementTimeout (SD-17): the report is
 // published after Hr if phase 5 ran until it (SD-10).
-func (c *Coordinator) emitReport(e Event) { c.appendRecord(e, c.settleBound()) }
+func (c *Coordinator) emitReport(e Event) { c.appendWithin(e, c.clk.Now().Add(c.settle)) }
 
-// appendRecord appends e within b, unless the journal already failed: from
-// the first failure on (an error, such as the one an append given up at its
-// bound returns), records are skipped and the phases go on (SD-11).
-func (c *Coordinator) appendRecord(e Event, b bound) {
+// appendWithin appends e, given up at end, unless the journal already
+// failed.
+func (c *Coordinator) appendWithin(e Event, end time.Time) {
 	if c.jrn == nil || c.journalErr != nil {
 		return
 	}
-	if err := c.bounded(b, func(ctx context.Context) error { return c.jrn.Append(ctx, e) }); err != nil {
+	if err := c.bounded(end, c.appendFn(e)); err != nil {
 		c.journalErr = err
+	}
+}
+
+func (c *Coordinator) appendFn(e Event) func(context.Context) error {
+	return func(ctx context.Context) error { return c.jrn.Append(ctx, e) }
+}
+
+// noteAppend records the outcome of a returned append.
+func (c *Coordinator) noteAppend(cl *call) {
+	switch {
+	case cl.panicked:
+		c.journalErr = errPanicked
+	case cl.err != nil:
+		c.journalErr = cl.err
 	}
 }
 

@@ -19,13 +19,16 @@
 //
 // Every deadline is an absolute instant of the injected clock, derived from
 // one [deadlines.Root] (SD-2..SD-8): graceful paths run until G, force
-// paths until min(now + reserve', Hr), and the append of each of the
-// shutdown's own records until min(now + SettlementTimeout, Hr), following
-// Hr as installs shorten it (SD-5). Nothing waits past Hr except the joins
-// of quire's own waits, which return once their context ends, the records
-// written once Hr has passed (the closing records of a phase cut at Hr)
-// and phase 6, whose appends and journal close are each bounded by
-// SettlementTimeout alone (SD-17).
+// paths until min(now + reserve', Hr), and a phase waits for the append
+// of one of the shutdown's own records until min(now + SettlementTimeout,
+// Hr), following Hr as installs shorten it (SD-5). An append still running
+// at Hr is left to finish: the records after it, and those written once Hr
+// has passed (the closing records of a phase cut at Hr), wait behind it.
+// Nothing waits past Hr except the joins of quire's own waits, which
+// return once their context ends, and the end of the shutdown: before the
+// report, the records left behind are settled within one
+// SettlementTimeout, and phase 6's appends and journal close are each
+// bounded by SettlementTimeout alone (SD-17).
 // Outcomes are decided by comparing the instant a call returned with its
 // path's deadline, so a late observation never changes them. User code
 // (owned resources, the signal monitor's stop, telemetry) that overruns its

@@ -31,11 +31,12 @@ type Options struct {
 	ShutdownTimeout time.Duration
 	// SettlementTimeout bounds each journal append and the journal close of
 	// the shutdown (SD-17, DL-3). It is a local cap clamped to Hr, never
-	// added to it (SD-2): a record of phases 1 to 5 appended while Hr has
-	// not passed waits at most until min(now + SettlementTimeout, Hr). A
-	// record appended once Hr has passed, phase 6's records and the journal
-	// close wait at most SettlementTimeout. Zero means 5 s; otherwise
-	// 1 ms..60 s inclusive.
+	// added to it (SD-2): a phase waits for the append of one of its
+	// records at most until min(now + SettlementTimeout, Hr). The records
+	// it leaves behind at Hr are settled before the report, within one
+	// SettlementTimeout; phase 6's records and the journal close each wait
+	// at most SettlementTimeout. Zero means 5 s; otherwise 1 ms..60 s
+	// inclusive.
 	SettlementTimeout time.Duration
 
 	// OwnedResources are the resources the engine owns, in hand-over order;

@@ -43,6 +43,7 @@ func (c *Coordinator) run() {
 	c.emit(Initiated{Trigger: trigger, Start: root.Start(), Total: root.Total(), G: root.G(), Hr: root.Hr()})
 	accounted := protect(func() { c.phases(p) })
 	p.rep.Elapsed = c.clk.Now().Sub(root.Start())
+	c.settleRecords()
 	rep := c.classify(p, accounted)
 	c.pub.Publish(rep)
 	c.err = c.publishReport(rep)
@@ -399,7 +400,7 @@ func (c *Coordinator) publishReport(rep Report) error {
 	c.emitReport(PhaseFinished{Phase: PhasePublishReport, At: c.clk.Now(), Graceful: status, Forced: OutcomeNotAttempted, Completion: rep.Completion})
 	jerr := c.journalErr
 	if c.jrn != nil {
-		if err := c.bounded(c.settleBound(), c.jrn.Close); err != nil && jerr == nil {
+		if err := c.bounded(c.clk.Now().Add(c.settle), c.jrn.Close); err != nil && jerr == nil {
 			jerr = err
 		}
 	}

@@ -16,7 +16,6 @@ var (
 	errForceDeadline = errors.New("shutdown: force deadline passed")
 	errShareEnded    = errors.New("shutdown: the call's share of the budget ended")
 	errAppendTimeout = errors.New("shutdown: SettlementTimeout passed")
-	errHardCutoff    = errors.New("shutdown: the root's hard cutoff Hr passed")
 	errPanicked      = errors.New("shutdown: call panicked")
 )
 
@@ -109,57 +108,15 @@ func (c *Coordinator) await(done <-chan struct{}, end func(view) time.Time) bool
 	}
 }
 
-// bound is the end of one journal wait of the shutdown: at, which is
-// SettlementTimeout after the wait began, and, if hard, no later than Hr.
-// SettlementTimeout is a local cap clamped to Hr, never added to it (SD-2).
-// Hr is read from the root in effect whenever the wait re-arms, so a root
-// installed meanwhile shortens the wait as it does every other (SD-5).
-type bound struct {
-	at   time.Time
-	hard bool
-}
-
-// settleBound returns the bound of a wait that begins now and is bounded by
-// SettlementTimeout alone: phase 6's appends and the journal close (SD-17),
-// and the records written once Hr has passed.
-func (c *Coordinator) settleBound() bound {
-	return bound{at: c.clk.Now().Add(c.settle)}
-}
-
-// recordBound returns the bound of an append of a record of phases 1 to 5
-// that begins now: min(now + SettlementTimeout, Hr) while Hr has not passed
-// (SD-2). Once Hr has passed, SettlementTimeout alone bounds it, so that
-// the closing records of a phase cut at Hr can still be written.
-func (c *Coordinator) recordBound() bound {
-	now := c.clk.Now()
-	return bound{at: now.Add(c.settle), hard: !c.view().root.Expired(now)}
-}
-
-// end returns the instant the wait ends under v.
-func (b bound) end(v view) time.Time {
-	if b.hard {
-		return v.root.Cap(b.at)
-	}
-	return b.at
-}
-
-// cause returns why a wait under v ended at b.end(v).
-func (b bound) cause(v view) error {
-	if b.hard && v.root.Hr().Before(b.at) {
-		return errHardCutoff
-	}
-	return errAppendTimeout
-}
-
-// bounded runs fn with a context that ends at the end of b and joins it:
-// fn must return promptly once its context ends. It returns fn's error, or
-// errPanicked.
-func (c *Coordinator) bounded(b bound, fn func(context.Context) error) error {
+// bounded runs fn with a context that ends at end (SettlementTimeout
+// passed) and joins it: fn must return promptly once its context ends. It
+// returns fn's error, or errPanicked.
+func (c *Coordinator) bounded(end time.Time, fn func(context.Context) error) error {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	cl := c.start(ctx, fn)
-	if !c.await(cl.done, b.end) {
-		cancel(b.cause(c.view()))
+	if !c.await(cl.done, func(view) time.Time { return end }) {
+		cancel(errAppendTimeout)
 		<-cl.done
 	}
 	if cl.panicked {
