@@ -50,6 +50,31 @@ func deepMaps(depth int) any {
 	return v
 }
 
+// pointerCyclePayloads are values that contain themselves through pointers
+// and interfaces only. msgpack recursed on one without writing a byte, so
+// no depth limit stopped it before the stack ran out.
+func pointerCyclePayloads() []struct {
+	name    string
+	payload any
+} {
+	var x any
+	x = &x
+	return []struct {
+		name    string
+		payload any
+	}{
+		{"interface holding a pointer to itself", x},
+		{"pointer cycle inside a map", map[string]any{"a": &x}},
+		{"pointer cycle inside a slice", []any{"ok", x}},
+	}
+}
+
+// isPointerCycleRefusal reports whether err is the refusal of a value
+// that contains itself through pointers and interfaces only.
+func isPointerCycleRefusal(err error) bool {
+	return errors.Is(err, api.ErrInvalidPayload) && strings.Contains(err.Error(), "contains itself")
+}
+
 // isDepthRefusal reports whether err is the refusal of a value nested
 // past the journal's depth limit, in the form Enqueue, Dispatch and
 // Signal return it.
@@ -59,8 +84,9 @@ func isDepthRefusal(err error) bool {
 
 // JB-1, RL-4: Enqueue of a payload that contains itself returns the typed
 // error a payload nested too deep gets (ErrInvalidPayload, naming the depth
-// limit), appends nothing, and leaves the engine serving: a following
-// enqueue completes.
+// limit), or, for one that contains itself through pointers and interfaces
+// only, ErrInvalidPayload naming the cycle; it appends nothing, and leaves
+// the engine serving: a following enqueue completes.
 func TestJB1_CyclicPayloadRefused(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
@@ -72,15 +98,24 @@ func TestJB1_CyclicPayloadRefused(t *testing.T) {
 	if _, err := b.eng.Enqueue(b.ctx, "ok", deepMaps(40)); !isDepthRefusal(err) {
 		t.Fatalf("Enqueue of a payload 40 deep: %v, want ErrInvalidPayload naming the depth limit", err)
 	}
-	for _, c := range cyclicPayloads() {
+	refused := func(name string, payload any, ok func(error) bool, want string) {
+		t.Helper()
 		before := j.LastSeq()
-		id, err := b.eng.Enqueue(b.ctx, "ok", c.payload)
-		if !isDepthRefusal(err) || id != "" {
-			t.Fatalf("Enqueue of a cyclic %s: id %q, err %v; want ErrInvalidPayload naming the depth limit", c.name, id, err)
+		id, err := b.eng.Enqueue(b.ctx, "ok", payload)
+		if !ok(err) || id != "" {
+			t.Fatalf("Enqueue of a cyclic %s: id %q, err %v; want ErrInvalidPayload naming %s", name, id, err, want)
 		}
 		if after := j.LastSeq(); after != before {
-			t.Fatalf("Enqueue of a cyclic %s appended: seq %d -> %d", c.name, before, after)
+			t.Fatalf("Enqueue of a cyclic %s appended: seq %d -> %d", name, before, after)
 		}
+	}
+	for _, c := range cyclicPayloads() {
+		refused(c.name, c.payload, isDepthRefusal, "the depth limit")
+	}
+	// Through pointers and interfaces only, which msgpack recursed on
+	// without writing a byte until the process died.
+	for _, c := range pointerCyclePayloads() {
+		refused(c.name, c.payload, isPointerCycleRefusal, "the cycle")
 	}
 	id := b.enqueue("ok", msg{N: 1})
 	b.idle()
