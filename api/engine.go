@@ -152,8 +152,9 @@ type Engine struct {
 	runStarted bool // run_started is acknowledged (set once, in Open)
 	counts     settleCounts
 	initiated  atomic.Bool // the engine installed a shutdown root
-	// controlClosed is set on the loop before a shutdown's phase 4
-	// starts: pause, cancel and bury are refused from then on (SD-12).
+	// controlClosed is set when a shutdown's phase 4 starts, before its
+	// record is decided: pause, cancel and bury are refused from then on
+	// (SD-12).
 	controlClosed atomic.Bool
 	started       chan struct{}
 	startedOnce   sync.Once

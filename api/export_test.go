@@ -7,6 +7,7 @@ import (
 	"github.com/quire-dev/quire/deadlines"
 	"github.com/quire-dev/quire/journal"
 	"github.com/quire-dev/quire/scheduler"
+	"github.com/quire-dev/quire/shutdown"
 )
 
 // JournalOf exposes an engine's journal to tests in package api_test.
@@ -43,6 +44,12 @@ func QuarantineOf(e *Engine) scheduler.QuarantineStats { return e.r.Quarantine()
 
 // CloseAdmission stops starting attempts, as shutdown phase 1 does (SD-12).
 func CloseAdmission(e *Engine) error { return e.r.SetDispatch(context.Background(), false) }
+
+// CloseEvidence runs shutdown phase 4's action alone (SD-15), without its
+// record, as when the record waits behind one still being appended at Hr.
+func CloseEvidence(e *Engine) error {
+	return shutdownEngine{e}.CloseEvidence(context.Background(), shutdown.CloseRequest{DrainReconciled: true})
+}
 
 // Signal delivers s to the engine as Run's listener does (SD-20), without
 // the operating system: the first SIGINT or SIGTERM initiates, a later

@@ -191,6 +191,11 @@ func (s shutdownEngine) Revoke(reason deadlines.Reason, at time.Time) {
 
 func (s shutdownEngine) CloseEvidence(ctx context.Context, req shutdown.CloseRequest) error {
 	e := s.e
+	// Pause, cancel and bury end when phase 4 starts. Its record's append
+	// did that already, unless the record was left behind a record still
+	// being appended at Hr and waits for it (shutdown.Coordinator's emit):
+	// phase 4 runs all the same, so it cuts them off itself.
+	e.closeControl()
 	if err := e.r.StopAdmission(ctx); err != nil {
 		return err
 	}
@@ -264,9 +269,14 @@ func (s shutdownJournal) beforePhase(ctx context.Context, p shutdown.Phase) {
 	case shutdown.PhaseCloseAdmission:
 		_ = e.r.StopAdmission(ctx)
 	case shutdown.PhaseCloseEvidence:
-		_ = e.r.Do(ctx, func(time.Time) { e.controlClosed.Store(true) })
+		e.closeControl()
 	}
 }
+
+// closeControl refuses pause, cancel and bury from now on (SD-12). Their
+// check runs on the loop, so each one is decided either before this, and
+// appended ahead of phase 4's record and evidence, or after, and refused.
+func (e *Engine) closeControl() { e.controlClosed.Store(true) }
 
 func (s shutdownJournal) Close(ctx context.Context) error {
 	e := s.e

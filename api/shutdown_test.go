@@ -180,6 +180,25 @@ func TestSD12_EnqueueAfterInitiationIsRefused(t *testing.T) {
 	}
 }
 
+// TestSD12_PhaseFourCutsOffControlWhenItRuns: pause, cancel and bury are
+// accepted until phase 4 starts. Its action refuses them itself, also when
+// its record has not been appended yet (it waits behind a record still
+// being appended at Hr), so none is accepted after phase 4 took its
+// evidence.
+func TestSD12_PhaseFourCutsOffControlWhenItRuns(t *testing.T) {
+	b := setup(t, nil)
+	b.start()
+	if err := b.eng.PauseQueue(b.ctx, "a"); err != nil {
+		t.Fatalf("pause before phase 4: %v", err)
+	}
+	if err := api.CloseEvidence(b.eng); err != nil {
+		t.Fatalf("phase 4's action: %v", err)
+	}
+	if err := b.eng.PauseQueue(b.ctx, "b"); !errors.Is(err, api.ErrShuttingDown) {
+		t.Fatalf("pause after phase 4's action: %v, want ErrShuttingDown", err)
+	}
+}
+
 func TestSD22_ForceBeforeInitiationIsTyped(t *testing.T) {
 	b := setup(t, nil)
 	if err := b.eng.Force(); !errors.Is(err, shutdown.ErrNotInitiated) {
