@@ -95,6 +95,25 @@ func finished(p Phase) func(Event, time.Time) bool {
 	}
 }
 
+// leftAtHr takes the append that jrn holds from 27 s, with Hr = 30 s and
+// a SettlementTimeout of 5 s: the phase waits for it until Hr, not 32, and
+// then, with phases 3 to 5 run at Hr, the coordinator waits for it within
+// SettlementTimeout before the report, its ctx still live.
+func leftAtHr(t *testing.T, b *testBundle, jrn *gateJournal) *gatedAppend {
+	t.Helper()
+	g := <-jrn.entered
+	wantTime(t, "append began", g.at, ts(sec(27)))
+	b.clk.BlockUntil(1)
+	b.wantNext(ts(sec(30))) // min(27 + 5, Hr = 30), not 32
+	b.clk.Advance(3 * time.Second)
+	b.clk.BlockUntil(1)
+	b.wantNext(ts(sec(35)))
+	if err := g.ctx.Err(); err != nil {
+		t.Fatalf("append's ctx ended at Hr: %v", context.Cause(g.ctx))
+	}
+	return g
+}
+
 // TestSD2_NoPhaseWaitsForARecordPastHr: a record of phases 2 to 5 whose
 // append hangs from 3 s before Hr, with a SettlementTimeout of 5 s, holds
 // its phase only until Hr, not Hr + 2 s: SettlementTimeout is clamped to
@@ -120,18 +139,7 @@ func TestSD2_NoPhaseWaitsForARecordPastHr(t *testing.T) {
 		b.clk.Advance(27 * time.Second)
 		b.eng.drain.release <- nil // the drain completes at 27
 
-		g := <-jrn.entered
-		wantTime(t, "append began", g.at, ts(sec(27)))
-		b.clk.BlockUntil(1)
-		b.wantNext(ts(sec(30))) // min(27 + 5, Hr = 30), not 32
-		b.clk.Advance(3 * time.Second)
-		// Phases 3 to 5 ran at Hr; the coordinator now waits for the
-		// append within SettlementTimeout, before the report.
-		b.clk.BlockUntil(1)
-		b.wantNext(ts(sec(35)))
-		if err := g.ctx.Err(); err != nil {
-			t.Fatalf("append's ctx ended at Hr: %v", context.Cause(g.ctx))
-		}
+		g := leftAtHr(t, b, jrn)
 		b.clk.Advance(5 * time.Second)
 		wantTime(t, "append's ctx ended", <-g.ended, ts(sec(35)))
 		wantEq(t, "append's ctx cause", context.Cause(g.ctx), errAppendTimeout)
@@ -167,13 +175,7 @@ func TestSD2_NoPhaseWaitsForARecordPastHr(t *testing.T) {
 		b.clk.Advance(27 * time.Second)
 		closeStep.release <- nil // the close completes at 27
 
-		g := <-jrn.entered
-		wantTime(t, "append began", g.at, ts(sec(27)))
-		b.clk.BlockUntil(1)
-		b.wantNext(ts(sec(30))) // min(27 + 5, Hr = 30), not 32
-		b.clk.Advance(3 * time.Second)
-		b.clk.BlockUntil(1)
-		b.wantNext(ts(sec(35)))
+		g := leftAtHr(t, b, jrn)
 		b.clk.Advance(time.Second)
 		g.release <- nil // the journal commits the record at 31
 
