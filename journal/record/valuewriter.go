@@ -98,7 +98,8 @@ func (w *valueWriter) scan() {
 			body = int(c & 0x1f)
 		default:
 			switch c {
-			case 0xc4, 0xc5, 0xc6, 0xd9, 0xda, 0xdb: // bin, str 8/16/32
+			case 0xc4, 0xc5, 0xc6, 0xd9, 0xda, 0xdb, // bin, str 8/16/32
+				0xc7, 0xc8, 0xc9: // ext 8/16/32: length, then the type byte
 				l, lw, ok := readLen(b, i+1, lenWidth(c))
 				if !ok {
 					w.next = i
@@ -109,17 +110,9 @@ func (w *valueWriter) scan() {
 					return
 				}
 				hdr, body = 1+lw, int(l)
-			case 0xc7, 0xc8, 0xc9: // ext 8/16/32: length, then the type byte
-				l, lw, ok := readLen(b, i+1, lenWidth(c))
-				if !ok {
-					w.next = i
-					return
+				if c >= 0xc7 && c <= 0xc9 {
+					hdr++ // the ext's type byte
 				}
-				if l > ValueBytesMax {
-					w.err = errValueTooLarge
-					return
-				}
-				hdr, body = 2+lw, int(l)
 			case 0xd4, 0xd5, 0xd6, 0xd7, 0xd8: // fixext 1/2/4/8/16
 				hdr, body = 2, 1<<(c-0xd4)
 			case 0xca, 0xce, 0xd2: // float32, uint32, int32
