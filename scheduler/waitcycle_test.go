@@ -67,18 +67,7 @@ func (c *cycleBundle) start(def string) string {
 // gate then enters its wait for them, a leaf completes.
 func (c *cycleBundle) signal(id string, deps ...string) {
 	c.t.Helper()
-	var payload []byte
-	if len(deps) > 0 {
-		list := make([]any, len(deps))
-		for i, dep := range deps {
-			list[i] = dep
-		}
-		var err error
-		if payload, err = replay.EncodeState(map[string]any{"deps": list}); err != nil {
-			c.t.Fatal(err)
-		}
-	}
-	d, err := c.m.Signal(c.now, id, "go", payload)
+	d, err := c.m.Signal(c.now, id, "go", depsState(c.t, deps))
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -259,6 +259,24 @@ func TestWF7_WaitTalliesDecideAsAFullDecisionWould(t *testing.T) {
 // waitBundle returns a recovered machine with "waiter", an All wait for
 // the ids under its state key "deps", and "dep", a wait for signal "go";
 // start starts one of them, waiting for deps.
+// depsState is a workflow state whose "deps" lists deps (nil for none),
+// the key the wait steps of these tests read their ids from.
+func depsState(t *testing.T, deps []string) []byte {
+	t.Helper()
+	if len(deps) == 0 {
+		return nil
+	}
+	list := make([]any, len(deps))
+	for i, d := range deps {
+		list[i] = d
+	}
+	state, err := replay.EncodeState(map[string]any{"deps": list})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return state
+}
+
 func waitBundle(t *testing.T) (b *testBundle, start func(name string, deps ...string) string) {
 	defs := map[string]*WorkflowDef{
 		"waiter": {Name: "waiter", Hash: "hw", Steps: []StepDef{{Kind: StepWorkflows, Name: "0", Mode: ModeAll, FromKey: "deps"}}},
@@ -267,18 +285,7 @@ func waitBundle(t *testing.T) (b *testBundle, start func(name string, deps ...st
 	b = setup(t, nil, func(cfg *Config) { cfg.WorkflowFunc = func(name string) *WorkflowDef { return defs[name] } })
 	b.recover(t0)
 	return b, func(name string, deps ...string) string {
-		var state []byte
-		if len(deps) > 0 {
-			list := make([]any, len(deps))
-			for i, d := range deps {
-				list[i] = d
-			}
-			var err error
-			if state, err = replay.EncodeState(map[string]any{"deps": list}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		d, id, err := b.m.StartWorkflow(t0, DispatchRequest{Name: name, State: state})
+		d, id, err := b.m.StartWorkflow(t0, DispatchRequest{Name: name, State: depsState(t, deps)})
 		if err != nil {
 			t.Fatal(err)
 		}
