@@ -70,6 +70,10 @@ type attempt struct {
 	texts        []string // each code's own text, as its failure reported it
 	hookText     string   // the first failed termination hook's text
 	armed        time.Time
+	// launched is when the execution was handed to its goroutine, and
+	// ackGen the acknowledgement that launched it (resultsHold).
+	launched time.Time
+	ackGen   uint64
 	// torn is set once the owner is torn down (SD-14): it no longer
 	// settles the token, and its cleanup is bounded by final, the cutoff
 	// of the final reconciliation window (DL-30).
@@ -291,7 +295,8 @@ func sortedKeys[V any](m map[uint64]V) []uint64 {
 
 // launch starts an acknowledged attempt: its owner, and its execution
 // goroutine unless its cooperative deadline has already passed (DL-24).
-func (r *Runner) launch(st *Start) {
+// It reports whether an execution goroutine started.
+func (r *Runner) launch(st *Start) bool {
 	now := r.cfg.Clock.Now()
 	b := deadlines.Budget{S: st.S, H: st.H, P: st.P}.CapRoot(r.root)
 	a := &attempt{budget: b, phase: phaseRunning}
@@ -320,11 +325,13 @@ func (r *Runner) launch(st *Start) {
 		a.execution = executionNotStarted
 		a.result = interrupted(att.sig)
 		r.startCleanup(a, now, CauseExecutionCancelled)
-		return
+		return false
 	}
+	a.launched, a.ackGen = now, r.ackGen
 	r.execWG.Add(1)
 	r.execs.run(att)
 	r.schedule(a)
+	return true
 }
 
 // execute runs att's pipeline on an execution goroutine and hands its
@@ -507,6 +514,7 @@ func (r *Runner) onResult(res Result) {
 	a.returned = true
 	a.result = res
 	a.execution = executionReturned
+	r.noteExecution(a, now)
 	var cause Cause
 	if a.att.afterPanicked() {
 		cause = CausePanicked
