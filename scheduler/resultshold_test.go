@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/quire-dev/quire/clock/clocktest"
+	"github.com/quire-dev/quire/deadlines"
 	"github.com/quire-dev/quire/replay"
 )
 
@@ -218,4 +219,26 @@ func waitAppends(t *testing.T, app *timedAppender, n int) {
 		runtime.Gosched()
 	}
 	t.Fatalf("appends %v, want %d", app.kinds(), n)
+}
+
+// Once a shutdown's root is installed, nothing is held for results: the
+// settlement caps shrink with the root (DL-39), and a held settlement
+// would spend part of its cap waiting.
+func TestNoResultsHoldUnderAShutdownRoot(t *testing.T) {
+	b := newResultsBundle(t, 2, 3, "j2")
+	b.dispatch(t)
+	b.waitFor(t, "j1's settlement held for j2's result", b.held)
+	n := len(b.app.kinds())
+	if err := b.r.InstallRoot(context.Background(), deadlines.NewRoot(b.clk.Now(), time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	waitAppends(t, b.app, n+1)
+	if got := b.app.kinds()[n]; count(got, "attempt_succeeded") != 1 {
+		t.Fatalf("append after the root was installed %v, want j1's settlement", got)
+	}
+	var holds bool
+	b.waitFor(t, "hold read", func() bool { holds = b.r.mayHoldResults(1); return true })
+	if holds {
+		t.Fatal("a hold would be taken under a shutdown root")
+	}
 }

@@ -861,8 +861,9 @@ func (r *Runner) holdFor(b *batch) bool {
 // within half a commit (execEst), so that it is likely to end with them,
 // and it lasts half the commit estimate at most: a commit's worth of
 // waiting is all it can save. It never holds a caller: a batch any
-// caller waits on goes at once, as does everything once dispatch stops or
-// the runtime is cancelled.
+// caller waits on goes at once, as does everything once dispatch stops,
+// the runtime is cancelled or a shutdown's root is installed (whose
+// settlement caps shrink with it, DL-39).
 type resultsHold struct {
 	n     int       // attempts launched by the last acknowledgement whose results are not in
 	until time.Time // the end of the hold
@@ -871,7 +872,7 @@ type resultsHold struct {
 // mayHoldResults reports whether the append after an acknowledgement that
 // started k attempts waits for their results (resultsHold).
 func (r *Runner) mayHoldResults(k int) bool {
-	return k > 0 && r.dispatch && !r.runtime.IsCancelled() &&
+	return k > 0 && r.dispatch && !r.runtime.IsCancelled() && !r.root.Installed() &&
 		r.commitEst > 0 && 2*r.execEst < r.commitEst && !r.callersWaiting()
 }
 
@@ -882,7 +883,8 @@ func (r *Runner) holdResults() bool {
 	if r.rhold.n <= 0 {
 		return false
 	}
-	if !r.dispatch || r.runtime.IsCancelled() || r.callersWaiting() || !r.cfg.Clock.Now().Before(r.rhold.until) {
+	if !r.dispatch || r.runtime.IsCancelled() || r.root.Installed() || r.callersWaiting() ||
+		!r.cfg.Clock.Now().Before(r.rhold.until) {
 		r.rhold = resultsHold{}
 		return false
 	}
