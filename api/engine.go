@@ -278,6 +278,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		HandlerTimeout:        opts.DeliveryTimeout,
 		DeadlineCheckInterval: opts.DeadlineCheckInterval,
 		SettlementTimeout:     opts.SettlementTimeout,
+		HoldForResults:        opts.Clock == nil,
 	}, e.m)
 	owned, telemetry := opts.owned()
 	e.coord, err = shutdown.New(shutdown.Options{

@@ -14,9 +14,10 @@ import (
 )
 
 // resultsBundle is a Runner on a timedAppender (each append takes
-// commitTook on its clock) with n jobs ready on the default queue, "j1"
-// to "jn" in enqueue order, and dispatch still off. Its executions return
-// at once unless block holds their job's id: those wait for release.
+// commitTook on its clock), with HoldForResults as hold, n jobs ready on
+// the default queue, "j1" to "jn" in enqueue order, and dispatch still
+// off. Its executions return at once unless block holds their job's id:
+// those wait for the test to close its channel.
 type resultsBundle struct {
 	clk     *clocktest.Clock
 	app     *timedAppender
@@ -25,7 +26,7 @@ type resultsBundle struct {
 	setupAt int // appends made by the setup
 }
 
-func newResultsBundle(t *testing.T, workers, n int, block ...string) *resultsBundle {
+func newResultsBundle(t *testing.T, hold bool, workers, n int, block ...string) *resultsBundle {
 	t.Helper()
 	b := &resultsBundle{clk: clocktest.New(t0), block: make(map[string]chan struct{})}
 	for _, id := range block {
@@ -38,7 +39,7 @@ func newResultsBundle(t *testing.T, workers, n int, block ...string) *resultsBun
 		NewIDFunc: func(string, time.Time) string { ids++; return "j" + strconv.Itoa(ids) },
 	}, replay.New())
 	b.r = NewRunner(RunnerConfig{
-		Clock: b.clk, Appender: b.app,
+		Clock: b.clk, Appender: b.app, HoldForResults: hold,
 		Execute: func(ctx context.Context, a *Attempt) Result {
 			if c, ok := b.block[a.Job.ID]; ok {
 				<-c
@@ -124,7 +125,7 @@ func count(kinds []string, kind string) int {
 // started and the starts their slots make room for, so that each worker
 // slot starts an attempt every commit, not every other one.
 func TestResultsHoldCarriesSettlementsWithTheStartsTheyMakeRoomFor(t *testing.T) {
-	b := newResultsBundle(t, 2, 6)
+	b := newResultsBundle(t, true, 2, 6)
 	b.dispatch(t)
 	b.waitFor(t, "drain", b.drained)
 	var got [][]string
@@ -140,7 +141,7 @@ func TestResultsHoldCarriesSettlementsWithTheStartsTheyMakeRoomFor(t *testing.T)
 // A held batch goes at once when a caller comes to wait on it: the hold
 // never delays a caller.
 func TestResultsHoldNeverHoldsACaller(t *testing.T) {
-	b := newResultsBundle(t, 2, 3, "j2")
+	b := newResultsBundle(t, true, 2, 3, "j2")
 	b.dispatch(t)
 	// j1 returned: its settlement and j3's start wait for j2.
 	b.waitFor(t, "j1's settlement held for j2's result", b.held)
@@ -164,7 +165,7 @@ func TestResultsHoldNeverHoldsACaller(t *testing.T) {
 // A hold lasts half the commit estimate at most: when the results do not
 // come, the batch goes once the clock passes it.
 func TestResultsHoldEndsAfterHalfACommit(t *testing.T) {
-	b := newResultsBundle(t, 2, 3, "j2")
+	b := newResultsBundle(t, true, 2, 3, "j2")
 	b.dispatch(t)
 	b.waitFor(t, "j1's settlement held for j2's result", b.held)
 	n := len(b.app.kinds())
@@ -184,7 +185,7 @@ func TestResultsHoldEndsAfterHalfACommit(t *testing.T) {
 // Results that reach the loop later than half a commit after their launch
 // are not waited for: the batch after the acknowledgement goes at once.
 func TestNoResultsHoldForSlowHandlers(t *testing.T) {
-	b := newResultsBundle(t, 1, 3, "j1")
+	b := newResultsBundle(t, true, 1, 3, "j1")
 	b.dispatch(t)
 	b.waitFor(t, "j1 running", func() bool { return len(b.r.attempts) == 1 && b.r.committing == nil })
 	b.clk.Advance(commitTook) // j1 runs for a whole commit
@@ -225,7 +226,7 @@ func waitAppends(t *testing.T, app *timedAppender, n int) {
 // settlement caps shrink with the root (DL-39), and a held settlement
 // would spend part of its cap waiting.
 func TestNoResultsHoldUnderAShutdownRoot(t *testing.T) {
-	b := newResultsBundle(t, 2, 3, "j2")
+	b := newResultsBundle(t, true, 2, 3, "j2")
 	b.dispatch(t)
 	b.waitFor(t, "j1's settlement held for j2's result", b.held)
 	n := len(b.app.kinds())
@@ -240,5 +241,19 @@ func TestNoResultsHoldUnderAShutdownRoot(t *testing.T) {
 	b.waitFor(t, "hold read", func() bool { holds = b.r.mayHoldResults(1); return true })
 	if holds {
 		t.Fatal("a hold would be taken under a shutdown root")
+	}
+}
+
+// Without HoldForResults (an engine on a clock the application moves),
+// nothing is held: the same drain as in
+// TestResultsHoldCarriesSettlementsWithTheStartsTheyMakeRoomFor appends
+// each settlement as its result comes in.
+func TestNoResultsHoldUnlessEnabled(t *testing.T) {
+	b := newResultsBundle(t, false, 2, 3, "j2")
+	b.dispatch(t)
+	// j1 returned: its settlement and j3's start go at once, without j2's.
+	waitAppends(t, b.app, b.setupAt+2)
+	if got := b.app.kinds()[b.setupAt+1]; count(got, "attempt_succeeded") != 1 || count(got, "attempt_started") != 1 {
+		t.Fatalf("second append %v, want j1's settlement and j3's start", got)
 	}
 }

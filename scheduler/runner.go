@@ -125,6 +125,12 @@ type RunnerConfig struct {
 	// Root is the shutdown root in effect at start; the zero Root means
 	// none. [Runner.InstallRoot] installs one later.
 	Root deadlines.Root
+	// HoldForResults lets the append after an acknowledgement wait for the
+	// results of the attempts it launched (resultsHold). Set it only with a
+	// clock that moves by itself: the hold ends when the results are in
+	// or at an instant, and under a clock a test moves, results that wait
+	// on the test would hold the append until it next moves the clock.
+	HoldForResults bool
 }
 
 type handlerDone struct {
@@ -872,7 +878,7 @@ type resultsHold struct {
 // mayHoldResults reports whether the append after an acknowledgement that
 // started k attempts waits for their results (resultsHold).
 func (r *Runner) mayHoldResults(k int) bool {
-	return k > 0 && r.dispatch && !r.runtime.IsCancelled() && !r.root.Installed() &&
+	return r.cfg.HoldForResults && k > 0 && r.dispatch && !r.runtime.IsCancelled() && !r.root.Installed() &&
 		r.commitEst > 0 && 2*r.execEst < r.commitEst && !r.callersWaiting()
 }
 
