@@ -908,31 +908,28 @@ func (r *Runner) callersWaiting() bool {
 }
 
 // noteExecution folds the time from a's launch to its result reaching the
-// loop into the estimate, a moving average over about the last eight
-// results capped at holdMax, and counts a's result in if the hold waits
-// for it.
+// loop into the execution estimate, and counts a's result in if the hold
+// waits for it.
 func (r *Runner) noteExecution(a *attempt, now time.Time) {
-	took := now.Sub(a.launched)
-	if r.execEst == 0 {
-		r.execEst = took
-	} else {
-		r.execEst += (took - r.execEst) / 8
-	}
-	r.execEst = min(max(r.execEst, 0), holdMax)
+	r.execEst = foldEstimate(r.execEst, now.Sub(a.launched))
 	if a.ackGen == r.ackGen && r.rhold.n > 0 {
 		r.rhold.n--
 	}
 }
 
-// noteCommit folds one append's duration into the commit estimate, a
-// moving average over about the last eight appends, capped at holdMax.
-func (r *Runner) noteCommit(took time.Duration) {
-	if r.commitEst == 0 {
-		r.commitEst = took
+// noteCommit folds one append's duration into the commit estimate.
+func (r *Runner) noteCommit(took time.Duration) { r.commitEst = foldEstimate(r.commitEst, took) }
+
+// foldEstimate returns est, a moving average over about the last eight
+// samples, with sample folded in, between 0 and holdMax. A zero est is
+// none yet: the first sample is taken whole.
+func foldEstimate(est, sample time.Duration) time.Duration {
+	if est == 0 {
+		est = sample
 	} else {
-		r.commitEst += (took - r.commitEst) / 8
+		est += (sample - est) / 8
 	}
-	r.commitEst = min(max(r.commitEst, 0), holdMax)
+	return min(max(est, 0), holdMax)
 }
 
 func (r *Runner) acked(a ack) bool {
