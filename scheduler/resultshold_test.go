@@ -225,7 +225,7 @@ func waitAppends(t *testing.T, app *timedAppender, n int) {
 // Once a shutdown's root is installed, nothing is held for results: the
 // settlement caps shrink with the root (DL-39), and a held settlement
 // would spend part of its cap waiting.
-func TestNoResultsHoldUnderAShutdownRoot(t *testing.T) {
+func TestDL39_NoResultsHoldUnderAShutdownRoot(t *testing.T) {
 	b := newResultsBundle(t, true, 2, 3, "j2")
 	b.dispatch(t)
 	b.waitFor(t, "j1's settlement held for j2's result", b.held)
