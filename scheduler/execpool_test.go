@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"runtime"
 	"strconv"
+	"sync"
 	"testing"
 	"unsafe"
 )
@@ -128,4 +129,65 @@ func parked() int {
 		}
 	}
 	return n
+}
+
+// Executions are handed over as a relay: one goroutine at a time is
+// handed an execution it has not started, so that the engine's own
+// goroutines never wait behind hundreds of ready executions. Each hands
+// over its successor before it runs its own, so one that blocks holds up
+// none of the others, and they start in run order.
+func TestExecPoolHandsOverOneExecutionAtATime(t *testing.T) {
+	done := make(chan struct{})
+	defer close(done)
+	started := make(chan int)
+	release := make(chan struct{})
+	p := newExecPool(done, func(v int) {
+		started <- v
+		<-release // every execution blocks until the test ends
+	})
+	var (
+		mu      sync.Mutex
+		spawned []func()
+	)
+	p.spawn = func(f func()) {
+		mu.Lock()
+		spawned = append(spawned, f)
+		mu.Unlock()
+	}
+	nspawned := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(spawned)
+	}
+	const n = 5
+	for v := range n {
+		p.run(v)
+	}
+	if got := nspawned(); got != 1 {
+		t.Fatalf("%d goroutines handed an execution before any started, want 1", got)
+	}
+	for v := range n {
+		mu.Lock()
+		f := spawned[v]
+		mu.Unlock()
+		go f()
+		if got := <-started; got != v {
+			t.Fatalf("execution %d started, want %d (run order)", got, v)
+		}
+		// The goroutine that started v handed over v+1 first, though v
+		// itself blocks.
+		if want := min(v+2, n); nspawned() != want {
+			t.Fatalf("after execution %d started: %d goroutines handed one, want %d", v, nspawned(), want)
+		}
+	}
+	// The relay is idle again: the next run is handed over at once.
+	p.run(n)
+	if got := nspawned(); got != n+1 {
+		t.Fatalf("a run on an idle pool handed %d goroutines in all, want %d", got, n+1)
+	}
+	go spawned[n]()
+	if got := <-started; got != n {
+		t.Fatalf("execution %d started, want %d", got, n)
+	}
+	close(release)
 }
