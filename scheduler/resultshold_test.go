@@ -257,3 +257,21 @@ func TestNoResultsHoldUnlessEnabled(t *testing.T) {
 		t.Fatalf("second append %v, want j1's settlement and j3's start", got)
 	}
 }
+
+// The hold makes room for starts. With a worker slot still free after the
+// acknowledgement's decisions, no job due waits for one: holding would
+// only delay the batch, and with it any start it carries. Here 2 jobs on
+// 3 slots: j1's settlement goes as soon as it is decided, without j2's.
+func TestNoResultsHoldWithASlotFree(t *testing.T) {
+	b := newResultsBundle(t, true, 3, 2, "j2")
+	b.dispatch(t)
+	waitAppends(t, b.app, b.setupAt+2)
+	if got := b.app.kinds()[b.setupAt+1]; count(got, "attempt_succeeded") != 1 {
+		t.Fatalf("second append %v, want j1's settlement", got)
+	}
+	var holds bool
+	b.waitFor(t, "hold read", func() bool { holds = b.r.mayHoldResults(1); return true })
+	if holds {
+		t.Fatal("a hold would be taken with a worker slot free")
+	}
+}
