@@ -1,6 +1,9 @@
 package scheduler
 
-import "sync"
+import (
+	"runtime"
+	"sync"
+)
 
 // execPool runs attempts' executions on goroutines that are kept parked
 // between attempts. A new goroutine starts on a small stack and grows it by
@@ -18,19 +21,21 @@ import "sync"
 // The pool hands each goroutine a value of T to run exec on, rather than a
 // closure, so that handing over an execution allocates nothing.
 //
-// Executions are handed over one at a time, as a relay: run hands a value
-// to a goroutine only when no other handed-over goroutine has yet to start,
-// and queues it otherwise; each goroutine, as it starts, hands over the
-// next queued value before it runs its own exec. The Go scheduler runs
+// Executions are handed over as a relay: run hands a value to a goroutine
+// only while fewer than GOMAXPROCS handed-over goroutines have yet to
+// start, and queues it otherwise; each goroutine, as it starts, hands over
+// the next queued value before it runs its own exec. The Go scheduler runs
 // ready goroutines first in, first out, and an acknowledgement that
-// launched a few hundred executions at once made that many ready together:
-// the committer, Pebble's WAL writer and the loop, each made ready by the
-// next step of a commit, then waited behind all of them, up to 3 ms on two
+// launched a few hundred executions made that many ready together: the
+// committer, Pebble's WAL writer and the loop, each made ready by the next
+// step of a commit, then waited behind all of them, up to 3 ms on two
 // cores (an execution trace of a 500-job burst at Workers 512), while the
-// disk idled. Relayed, at most one execution is ready and not yet started,
-// the engine's own goroutines wait behind it alone, and the next commit's
-// sync overlaps the executions. An exec that blocks holds up no other: it
-// has handed over its successor before it runs.
+// disk idled. Relayed, each of those goroutines waits behind about one
+// execution per P, and the next commit's sync overlaps the executions. An
+// exec that blocks holds up no other: it has handed over its successor
+// before it runs. Handed over one at a time, executions cost a drain that
+// never waits for the disk (api's BenchmarkBurstMem at Workers 64) 10-15 %
+// of its pace on two cores; one per P, nothing measurable.
 type execPool[T any] struct {
 	work  chan T // unbuffered: a send succeeds only into a parked goroutine
 	done  <-chan struct{}
@@ -38,13 +43,18 @@ type execPool[T any] struct {
 	spawn func(func()) // starts a goroutine; tests stub it
 
 	mu      sync.Mutex
-	queue   []T  // values to hand over, from head on, in run order
-	head    int  // the first of queue not handed over
-	handing bool // a handed-over goroutine has not started yet
+	queue   []T // values to hand over, from head on, in run order
+	head    int // the first of queue not handed over
+	handing int // handed-over goroutines that have not started yet
+	relay   int // the most of those: GOMAXPROCS when the pool was made
 }
 
 func newExecPool[T any](done <-chan struct{}, exec func(T)) *execPool[T] {
-	return &execPool[T]{work: make(chan T), done: done, exec: exec, spawn: func(f func()) { go f() }}
+	return &execPool[T]{
+		work: make(chan T), done: done, exec: exec,
+		spawn: func(f func()) { go f() },
+		relay: max(runtime.GOMAXPROCS(0), 1),
+	}
 }
 
 // run starts exec(v) on a parked goroutine, or on a new one if none is
@@ -52,12 +62,12 @@ func newExecPool[T any](done <-chan struct{}, exec func(T)) *execPool[T] {
 // block on the runner's loop after it ended.
 func (p *execPool[T]) run(v T) {
 	p.mu.Lock()
-	if p.handing {
+	if p.handing >= p.relay {
 		p.queue = append(p.queue, v)
 		p.mu.Unlock()
 		return
 	}
-	p.handing = true
+	p.handing++
 	p.mu.Unlock()
 	p.hand(v)
 }
@@ -76,7 +86,7 @@ func (p *execPool[T]) hand(v T) {
 func (p *execPool[T]) started() {
 	p.mu.Lock()
 	if p.head == len(p.queue) {
-		p.handing = false
+		p.handing--
 		p.queue = p.queue[:0]
 		p.head = 0
 		p.mu.Unlock()

@@ -131,12 +131,12 @@ func parked() int {
 	return n
 }
 
-// Executions are handed over as a relay: one goroutine at a time is
-// handed an execution it has not started, so that the engine's own
-// goroutines never wait behind hundreds of ready executions. Each hands
-// over its successor before it runs its own, so one that blocks holds up
-// none of the others, and they start in run order.
-func TestExecPoolHandsOverOneExecutionAtATime(t *testing.T) {
+// Executions are handed over as a relay: at most relay goroutines at a
+// time are handed an execution they have not started, so that the
+// engine's own goroutines never wait behind hundreds of ready executions.
+// Each hands over its successor before it runs its own, so one that blocks
+// holds up none of the others, and they start in run order.
+func TestExecPoolHandsOverAFewExecutionsAtATime(t *testing.T) {
 	done := make(chan struct{})
 	defer close(done)
 	started := make(chan int)
@@ -145,6 +145,8 @@ func TestExecPoolHandsOverOneExecutionAtATime(t *testing.T) {
 		started <- v
 		<-release // every execution blocks until the test ends
 	})
+	const relay = 2
+	p.relay = relay
 	var (
 		mu      sync.Mutex
 		spawned []func()
@@ -159,14 +161,9 @@ func TestExecPoolHandsOverOneExecutionAtATime(t *testing.T) {
 		defer mu.Unlock()
 		return len(spawned)
 	}
-	const n = 5
-	for v := range n {
-		p.run(v)
-	}
-	if got := nspawned(); got != 1 {
-		t.Fatalf("%d goroutines handed an execution before any started, want 1", got)
-	}
-	for v := range n {
+	// start lets spawned goroutine v run: it must start execution v.
+	start := func(v int) {
+		t.Helper()
 		mu.Lock()
 		f := spawned[v]
 		mu.Unlock()
@@ -174,20 +171,35 @@ func TestExecPoolHandsOverOneExecutionAtATime(t *testing.T) {
 		if got := <-started; got != v {
 			t.Fatalf("execution %d started, want %d (run order)", got, v)
 		}
-		// The goroutine that started v handed over v+1 first, though v
-		// itself blocks.
-		if want := min(v+2, n); nspawned() != want {
+	}
+	const n = 6
+	for v := range n {
+		p.run(v)
+	}
+	if got := nspawned(); got != relay {
+		t.Fatalf("%d goroutines handed an execution before any started, want %d", got, relay)
+	}
+	for v := range n - 1 {
+		start(v)
+		// The goroutine that started v handed over the next queued one
+		// first, though v itself blocks.
+		if want := min(v+1+relay, n); nspawned() != want {
 			t.Fatalf("after execution %d started: %d goroutines handed one, want %d", v, nspawned(), want)
 		}
 	}
-	// The relay is idle again: the next run is handed over at once.
+	// The queue is empty and n-1 is handed over, not started: of two more
+	// runs, one is handed over at once and one waits.
 	p.run(n)
+	p.run(n + 1)
 	if got := nspawned(); got != n+1 {
-		t.Fatalf("a run on an idle pool handed %d goroutines in all, want %d", got, n+1)
+		t.Fatalf("two runs with %d execution handed over and not started: %d goroutines handed one in all, want %d",
+			1, got, n+1)
 	}
-	go spawned[n]()
-	if got := <-started; got != n {
-		t.Fatalf("execution %d started, want %d", got, n)
+	start(n - 1)
+	if got := nspawned(); got != n+2 {
+		t.Fatalf("after execution %d started: %d goroutines handed one, want %d", n-1, got, n+2)
 	}
+	start(n)
+	start(n + 1)
 	close(release)
 }
