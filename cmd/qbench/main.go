@@ -100,7 +100,8 @@
 //     per_run_p99_ms): a cycle during a burst takes CPU from the starts.
 //     The burst also gives fire_cpu_us_per_job, the process's CPU over
 //     that stretch per job: the starts and most settlements, on 2 cores
-//     beside the 60 000-odd jobs a second the burst comes due at.
+//     beside the 60 000-odd jobs a second the burst comes due at, and
+//     fire_alloc_bytes_per_job, the heap bytes allocated over it per job.
 //
 // The first and last lines ("workload":"env") give the load average and
 // the kernel's CPU and I/O pressure (PSI some avg10, in %): figures from a

@@ -106,6 +106,16 @@ func gcCycles() float64 {
 	return float64(s[0].Value.Uint64())
 }
 
+// heapAllocs returns the bytes the process has allocated on the heap so far.
+func heapAllocs() float64 {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return float64(s[0].Value.Uint64())
+}
+
 func median(xs []float64) float64 {
 	s := slices.Clone(xs)
 	slices.Sort(s)

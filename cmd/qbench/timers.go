@@ -286,7 +286,7 @@ func (b *bench) timersOnce(ctx context.Context, n int, paced bool, backend timer
 	wg.Wait()
 	// Every enqueue has returned and nothing is due for timerDelay: the GC
 	// cycles from here on ran while the jobs came due and started.
-	gc0, cpu0 := gcCycles(), cputime.Process()
+	gc0, cpu0, alloc0 := gcCycles(), cputime.Process(), heapAllocs()
 	// The profile covers the same stretch: the jobs coming due and
 	// starting, not their enqueues.
 	stopProfile := func() {}
@@ -305,7 +305,7 @@ func (b *bench) timersOnce(ctx context.Context, n int, paced bool, backend timer
 			}
 		}
 	}
-	gcs, cpu := gcCycles()-gc0, cputime.Process()-cpu0
+	gcs, cpu, alloc := gcCycles()-gc0, cputime.Process()-cpu0, heapAllocs()-alloc0
 	stopProfile()
 	var shape journalShape
 	if isEngine {
@@ -360,6 +360,9 @@ func (b *bench) timersOnce(ctx context.Context, n int, paced bool, backend timer
 		// settlements, beside a wait for the delay that costs next to
 		// nothing. Paced, most jobs started before the last enqueue.
 		o.set("fire_cpu_us_per_job", round(float64(cpu.Microseconds())/float64(n), 1))
+		// The bytes allocated on the heap over the same stretch, per job:
+		// what brings the next GC cycle closer.
+		o.set("fire_alloc_bytes_per_job", round(alloc/float64(n), 0))
 	}
 	return o, nil
 }
