@@ -97,18 +97,15 @@ func perRun(runs []*obj, key string) []float64 {
 }
 
 // gcCycles returns the number of GC cycles the process has completed.
-func gcCycles() float64 {
-	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
-	metrics.Read(s)
-	if s[0].Value.Kind() != metrics.KindUint64 {
-		return 0
-	}
-	return float64(s[0].Value.Uint64())
-}
+func gcCycles() float64 { return runtimeCounter("/gc/cycles/total:gc-cycles") }
 
 // heapAllocs returns the bytes the process has allocated on the heap so far.
-func heapAllocs() float64 {
-	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+func heapAllocs() float64 { return runtimeCounter("/gc/heap/allocs:bytes") }
+
+// runtimeCounter reads the cumulative runtime/metrics counter name, 0 if
+// this Go release does not report it.
+func runtimeCounter(name string) float64 {
+	s := []metrics.Sample{{Name: name}}
 	metrics.Read(s)
 	if s[0].Value.Kind() != metrics.KindUint64 {
 		return 0
