@@ -49,12 +49,23 @@ func (b *bench) openEngine(ctx context.Context, name string, workers int) (*api.
 // it: records, and the synced group commits that carried them.
 type journalShape struct {
 	records, appends int
-	// groupEnds holds the last seq of each group, in order.
-	groupEnds []uint64
-	// starts counts attempt_started records, and startAppends the groups
-	// that carried at least one: how many synced commits the starts
-	// waited for, and so how the engine batched them.
-	starts, startAppends int
+	// groupEnds holds the last seq of each group, in order, and
+	// groupStarts the attempt_started records of each.
+	groupEnds   []uint64
+	groupStarts []int
+}
+
+// startsAfter returns the attempt_started records in the groups after
+// seq, and how many of those groups carried at least one: how many synced
+// commits the starts waited for, and so how the engine batched them.
+func (s journalShape) startsAfter(seq uint64) (starts, startAppends int) {
+	for i, e := range s.groupEnds {
+		if e > seq && s.groupStarts[i] > 0 {
+			starts += s.groupStarts[i]
+			startAppends++
+		}
+	}
+	return starts, startAppends
 }
 
 // appendsThrough returns the records and groups up to seq (inclusive).
@@ -77,12 +88,14 @@ func (s journalShape) set(o *obj) {
 	}
 }
 
-// setStarts reports how the starts were batched: the appends that carried
-// attempt_started records and the starts per such append.
-func (s journalShape) setStarts(o *obj) {
-	o.set("start_appends", float64(s.startAppends))
-	if s.startAppends > 0 {
-		o.set("starts_per_start_append", round(float64(s.starts)/float64(s.startAppends), 2))
+// setStarts reports how the starts in the groups after seq were batched:
+// the appends that carried attempt_started records and the starts per
+// such append.
+func (s journalShape) setStarts(o *obj, seq uint64) {
+	starts, appends := s.startsAfter(seq)
+	o.set("start_appends", float64(appends))
+	if appends > 0 {
+		o.set("starts_per_start_append", round(float64(starts)/float64(appends), 2))
 	}
 }
 
@@ -97,9 +110,8 @@ func readShape(dir string) (journalShape, error) {
 	}
 	defer j.Close()
 	var (
-		s        journalShape
-		lastAt   int64 = -1
-		startsAt int64 = -1 // At of the last group counted in startAppends
+		s      journalShape
+		lastAt int64 = -1
 	)
 	it := j.Scan(1, j.LastSeq())
 	defer it.Close()
@@ -110,15 +122,12 @@ func readShape(dir string) (journalShape, error) {
 			s.appends++
 			lastAt = r.At
 			s.groupEnds = append(s.groupEnds, r.Seq)
+			s.groupStarts = append(s.groupStarts, 0)
 		} else {
 			s.groupEnds[len(s.groupEnds)-1] = r.Seq
 		}
 		if r.Kind() == record.KindAttemptStarted {
-			s.starts++
-			if r.At != startsAt {
-				s.startAppends++
-				startsAt = r.At
-			}
+			s.groupStarts[len(s.groupStarts)-1]++
 		}
 	}
 	return s, it.Err()
@@ -214,4 +223,28 @@ func checkCompleted(ctx context.Context, eng *api.Engine, ids []string) error {
 		}
 	}
 	return nil
+}
+
+// historyHandler names the no-op jobs of runHistory.
+const historyHandler = "history"
+
+// runHistory runs n no-op jobs through a started engine, enqueued from gos
+// goroutines, and returns once the engine is idle. A measurement taken
+// after it meets a journal with history, as a long-running engine's is,
+// instead of a fresh one: Pebble's memtables, which start at 256 KB and
+// double at each rotation, have grown, and the flushes and compactions the
+// history set off may still run.
+func runHistory(ctx context.Context, eng *api.Engine, n, gos int) error {
+	err := api.Handle(eng, historyHandler, func(context.Context, *api.Delivery, payload) error { return nil })
+	if err != nil {
+		return err
+	}
+	err = produce(gos, n, func(i int) error {
+		_, err := eng.Enqueue(ctx, historyHandler, payload{I: int32(i)})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("history: %w", err)
+	}
+	return eng.WaitIdle(ctx)
 }

@@ -46,15 +46,20 @@ func TestReadShapeCountsStartAppends(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.records != 7 || s.appends != 3 || s.starts != 5 || s.startAppends != 2 {
+	if starts, appends := s.startsAfter(0); s.records != 7 || s.appends != 3 || starts != 5 || appends != 2 {
 		t.Fatalf("shape = %d records in %d appends, %d starts in %d appends; want 7 in 3, 5 in 2",
-			s.records, s.appends, s.starts, s.startAppends)
+			s.records, s.appends, starts, appends)
+	}
+	// After seq 2 (the first group, with a history's starts), the starts
+	// of the third group alone.
+	if starts, appends := s.startsAfter(2); starts != 3 || appends != 1 {
+		t.Fatalf("startsAfter(2) = %d starts in %d appends, want 3 in 1", starts, appends)
 	}
 	if got, want := s.groupEnds, []uint64{2, 3, 7}; !slices.Equal(got, want) {
 		t.Fatalf("groupEnds = %v, want %v", got, want)
 	}
 	o := newObj()
-	s.setStarts(o)
+	s.setStarts(o, 0)
 	if o.num("start_appends") != 2 || o.num("starts_per_start_append") != 2.5 {
 		t.Fatalf("setStarts gave start_appends %v, starts_per_start_append %v; want 2 and 2.5",
 			o.num("start_appends"), o.num("starts_per_start_append"))

@@ -30,6 +30,9 @@
 //	-workers LIST    Options.Workers values tried by enqueue and chain
 //	                 (default 16,64,256); a summary line names the best
 //	-timer-workers N Options.Workers of the timers workload (default 64)
+//	-timer-history N no-op jobs run through each engine of the timers
+//	                 workload before its measured jobs (default 0): the
+//	                 measured jobs then meet a journal with history
 //	-timer-modes L   the timers modes to run: paced, burst or both
 //	                 (default paced,burst); the paced mode takes about 15 s
 //	                 a run, the burst under a second
@@ -102,6 +105,12 @@
 //     that stretch per job: the starts and most settlements, on 2 cores
 //     beside the 60 000-odd jobs a second the burst comes due at, and
 //     fire_alloc_bytes_per_job, the heap bytes allocated over it per job.
+//     Each run opens a fresh journal, whose memtables start at 256 KB and
+//     double at each rotation. With -timer-history N the engine first runs
+//     N no-op jobs (history_jobs in the output), so that the measured jobs
+//     meet a journal with history, as a long-running engine's is: grown
+//     memtables, and the flushes and compactions the history set off
+//     taking CPU from the starts. The references run without history.
 //
 // The first and last lines ("workload":"env") give the load average and
 // the kernel's CPU and I/O pressure (PSI some avg10, in %): figures from a
@@ -136,6 +145,7 @@ type config struct {
 	sizes        []int
 	workers      []int
 	timerWorkers int
+	timerHistory int
 	timerModes   []string
 	producers    int
 	runs         int
@@ -156,6 +166,7 @@ func main() {
 	flag.StringVar(&sizes, "n", "", "comma-separated sizes for the selected workloads (default per workload)")
 	flag.StringVar(&workers, "workers", "16,64,256", "comma-separated Options.Workers values for enqueue and chain")
 	flag.IntVar(&cfg.timerWorkers, "timer-workers", 64, "Options.Workers of the timers workload")
+	flag.IntVar(&cfg.timerHistory, "timer-history", 0, "no-op jobs run through the engine before each timers run")
 	flag.StringVar(&timerModes, "timer-modes", "paced,burst", "comma-separated timers modes to run: paced, burst")
 	flag.IntVar(&cfg.producers, "producers", 64, "goroutines calling Enqueue concurrently")
 	flag.IntVar(&cfg.runs, "runs", 1, "repetitions of each measurement; the median is reported")
@@ -185,6 +196,9 @@ func main() {
 	}
 	if cfg.runs < 1 || cfg.producers < 1 || cfg.timerWorkers < 1 {
 		fatal(errors.New("-runs, -producers and -timer-workers must be >= 1"))
+	}
+	if cfg.timerHistory < 0 {
+		fatal(errors.New("-timer-history must be >= 0"))
 	}
 	// A hung engine must not hang the benchmark: dump the goroutines,
 	// which show where it stopped, and fail.

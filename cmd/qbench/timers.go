@@ -101,6 +101,9 @@ func (b *bench) timers(ctx context.Context) error {
 			so := medianObj(syncs, "p99_ms")
 			o := medianObj(runs, "p99_ms")
 			o.set("variant", mode.name)
+			if b.cfg.timerHistory > 0 {
+				o.set("history_jobs", b.cfg.timerHistory)
+			}
 			o.set("per_run_gc_cycles", perRun(runs, "gc_cycles"))
 			o.set("baseline", "go_timer_lateness")
 			o.set("baseline_p50_ms", bo.num("p50_ms"))
@@ -138,6 +141,8 @@ func (b *bench) timersOnce(ctx context.Context, n int, paced bool, backend timer
 		closeEng  func() (journalShape, error)
 		eng       *api.Engine
 		db        *pebble.DB
+		// historyEnd is the last seq of the engine's history (runHistory).
+		historyEnd uint64
 	)
 	switch backend {
 	case engine:
@@ -153,6 +158,12 @@ func (b *bench) timersOnce(ctx context.Context, n int, paced bool, backend timer
 		})
 		if err == nil {
 			err = eng.Start(ctx)
+		}
+		if err == nil && b.cfg.timerHistory > 0 {
+			err = runHistory(ctx, eng, b.cfg.timerHistory, b.cfg.producers)
+			// The journal is fresh: its records so far are seqs 1 to
+			// this, and the measured jobs' starts come after them.
+			historyEnd = eng.JournalMetrics().Records
 		}
 		if err != nil {
 			closeEng()
@@ -344,7 +355,10 @@ func (b *bench) timersOnce(ctx context.Context, n int, paced bool, backend timer
 	o.set("min_ms", ms(late[0]))
 	if isEngine {
 		o.set("requested_from_status", fmt.Sprintf("%d/%d", exact, n))
-		shape.setStarts(o)
+		if starts, _ := shape.startsAfter(historyEnd); starts != n {
+			return nil, fmt.Errorf("timers: %d attempt_started records after seq %d, want one for each of the %d jobs", starts, historyEnd, n)
+		}
+		shape.setStarts(o, historyEnd)
 	}
 	o.set("requested_spread_ms", ms(hi.Sub(lo)))
 	if isEngine {
