@@ -109,8 +109,9 @@
 //     double at each rotation. With -timer-history N the engine first runs
 //     N no-op jobs (history_jobs in the output), so that the measured jobs
 //     meet a journal with history, as a long-running engine's is: grown
-//     memtables, and the flushes and compactions the history set off
-//     taking CPU from the starts. The references run without history.
+//     memtables, and the flushes and compactions the history set off,
+//     which may run during the measured stretch. The references run
+//     without history.
 //
 // The first and last lines ("workload":"env") give the load average and
 // the kernel's CPU and I/O pressure (PSI some avg10, in %): figures from a
