@@ -351,10 +351,7 @@ func (r *Runner) execute(att *Attempt) {
 		}
 		res.Token = att.Token
 		r.execWG.Done()
-		select {
-		case r.results <- res:
-		case <-r.loopDone:
-		}
+		r.results.put(res) // never waits, even once the loop has ended
 	}()
 	res = r.cfg.Execute(att.ctx, att)
 	ended = true

@@ -56,7 +56,7 @@ var (
 )
 
 // resultsPerPass bounds the attempts' results the loop takes in one pass
-// before it decides and flushes: the capacity of the results channel.
+// before it decides and flushes.
 const resultsPerPass = 64
 
 // batchRecordsMax bounds the records of one append built from several
@@ -236,7 +236,7 @@ type Runner struct {
 
 	ops      chan op // Submit's: they decide records, and wait at the intake bound
 	calls    chan op // call's: they decide none, and are always taken
-	results  chan Result
+	results  *mailbox[Result]
 	owner    chan ownerEvent
 	hdone    chan handlerDone
 	commitCh chan *batch
@@ -270,22 +270,20 @@ type Runner struct {
 	spare      *batch        // an acknowledged batch kept for reuse (recycle)
 	dispatch   bool
 	lastSnap   uint64
-	snapSeq    uint64           // seq of a snapshot on its way: encoded, not yet stored or given up
-	snapWrite  func(func(bool)) // its write, until its seq is acknowledged
-	snapBusy   int              // snapshot writes on their way: not yet stored or given up
-	snapStored uint64           // seq of the newest snapshot stored
-	// snapDone holds the outcomes of snapshot writes, sent from their
-	// goroutines; snapNote tells the loop there are some.
-	snapMu    sync.Mutex
-	snapDone  []snapResult
-	snapNote  chan struct{}
-	handlers  map[uint64]*handlerRun // running on-deadline handlers by expiry
-	checkAt   time.Time              // next deadline check, zero when off
-	drainWait []chan struct{}
-	idleWait  []chan struct{}
-	quarWait  []chan struct{}
-	execWG    sync.WaitGroup
-	execs     *execPool[*Attempt]
+	snapSeq    uint64                 // seq of a snapshot on its way: encoded, not yet stored or given up
+	snapWrite  func(func(bool))       // its write, until its seq is acknowledged
+	snapBusy   int                    // snapshot writes on their way: not yet stored or given up
+	snapStored uint64                 // seq of the newest snapshot stored
+	snapDone   *mailbox[snapResult]   // outcomes of snapshot writes, from their goroutines
+	snapTaken  []snapResult           // the loop's buffer for them
+	taken      []Result               // the loop's buffer for results
+	handlers   map[uint64]*handlerRun // running on-deadline handlers by expiry
+	checkAt    time.Time              // next deadline check, zero when off
+	drainWait  []chan struct{}
+	idleWait   []chan struct{}
+	quarWait   []chan struct{}
+	execWG     sync.WaitGroup
+	execs      *execPool[*Attempt]
 	// abortDeferred: the final abort of a shutdown is the caller's
 	// (DeferFinalAbort, DL-41); held are the attempts whose owners reached
 	// their forced owner cutoff unsettled and wait for it (Revoke).
@@ -302,7 +300,7 @@ func NewRunner(cfg RunnerConfig, m *Machine) *Runner {
 		cfg: cfg, m: m,
 		ops:        make(chan op),
 		calls:      make(chan op),
-		results:    make(chan Result, resultsPerPass),
+		results:    newMailbox[Result](),
 		owner:      make(chan ownerEvent, 64),
 		hdone:      make(chan handlerDone, 16),
 		commitCh:   make(chan *batch, 1),
@@ -317,7 +315,7 @@ func NewRunner(cfg RunnerConfig, m *Machine) *Runner {
 		handlers:   make(map[uint64]*handlerRun),
 		lastSnap:   cfg.SnapshotSeq,
 		snapStored: cfg.SnapshotSeq,
-		snapNote:   make(chan struct{}, 1),
+		snapDone:   newMailbox[snapResult](),
 	}
 	r.execs = newExecPool(r.loopDone, r.execute)
 	return r
@@ -505,23 +503,17 @@ func (r *Runner) loop() {
 				continue
 			}
 			r.enqueue(d, o.done)
-		case res := <-r.results:
-			// Deadlines due now come first: a result the loop observes
-			// after C is fenced out (DL-24).
-			r.fire()
-			r.onResult(res)
+		case <-r.results.note:
 			// Results that are already waiting are taken in the same
 			// pass: in a burst, a pass of the loop for each one cost as
 			// much as the settlements themselves.
-			for range resultsPerPass - 1 {
-				select {
-				case res := <-r.results:
-					r.fire()
-					r.onResult(res)
-					continue
-				default:
-				}
-				break
+			r.taken = r.results.take(r.taken[:0], resultsPerPass)
+			for i, res := range r.taken {
+				// Deadlines due now come first: a result the loop
+				// observes after C is fenced out (DL-24).
+				r.fire()
+				r.onResult(res)
+				r.taken[i] = Result{}
 			}
 		case ev := <-r.owner:
 			r.fire()
@@ -543,16 +535,14 @@ func (r *Runner) loop() {
 			if !r.acked(a) {
 				return
 			}
-		case <-r.snapNote:
-			r.snapMu.Lock()
-			for _, res := range r.snapDone {
+		case <-r.snapDone.note:
+			r.snapTaken = r.snapDone.take(r.snapTaken[:0], 0)
+			for _, res := range r.snapTaken {
 				r.snapBusy--
 				if res.ok {
 					r.snapStored = max(r.snapStored, res.seq)
 				}
 			}
-			r.snapDone = r.snapDone[:0]
-			r.snapMu.Unlock()
 		case <-timerC:
 			r.timer = nil
 			r.fire()
@@ -728,15 +718,7 @@ type snapResult struct {
 func (r *Runner) writeSnapshot(write func(func(bool))) {
 	seq := r.snapSeq
 	r.snapBusy++
-	write(func(ok bool) {
-		r.snapMu.Lock()
-		r.snapDone = append(r.snapDone, snapResult{seq: seq, ok: ok})
-		r.snapMu.Unlock()
-		select {
-		case r.snapNote <- struct{}{}:
-		default: // the loop has a note to read already
-		}
-	})
+	write(func(ok bool) { r.snapDone.put(snapResult{seq: seq, ok: ok}) })
 }
 
 // snapHold reports whether b waits for the snapshot being written:
