@@ -17,7 +17,8 @@ import "sync"
 // again as soon as its handler returns.
 type mailbox[T any] struct {
 	mu   sync.Mutex
-	vals []T
+	vals []T // values put, from head on not yet taken
+	head int
 	note chan struct{}
 }
 
@@ -29,7 +30,7 @@ func newMailbox[T any]() *mailbox[T] {
 func (b *mailbox[T]) put(v T) {
 	b.mu.Lock()
 	b.vals = append(b.vals, v)
-	first := len(b.vals) == 1
+	first := len(b.vals)-b.head == 1
 	b.mu.Unlock()
 	if first {
 		b.notify()
@@ -49,16 +50,23 @@ func (b *mailbox[T]) notify() {
 // too, so the loop comes back for them after its other work.
 func (b *mailbox[T]) take(dst []T, max int) []T {
 	b.mu.Lock()
-	n := len(b.vals)
-	if max > 0 && n > max {
-		n = max
+	end := len(b.vals)
+	if max > 0 && end-b.head > max {
+		end = b.head + max
 	}
-	dst = append(dst, b.vals[:n]...)
-	rest := copy(b.vals, b.vals[n:])
-	clear(b.vals[rest:])
-	b.vals = b.vals[:rest]
+	dst = append(dst, b.vals[b.head:end]...)
+	clear(b.vals[b.head:end]) // the box holds nothing it handed over
+	b.head = end
+	left := len(b.vals) - end
+	if b.head > left {
+		// Move what is left to the front, so that a box the loop never
+		// quite empties does not grow without bound.
+		n := copy(b.vals, b.vals[b.head:])
+		clear(b.vals[b.head:]) // [n, head) is clear already: taken
+		b.vals, b.head = b.vals[:n], 0
+	}
 	b.mu.Unlock()
-	if rest > 0 {
+	if left > 0 {
 		b.notify()
 	}
 	return dst

@@ -114,3 +114,27 @@ func flatKinds(appends [][]string) []string {
 	}
 	return all
 }
+
+// A box the loop never quite empties keeps its order and does not grow:
+// each round puts two values and takes two, one round behind.
+func TestMailboxStaysSmallWhenNeverEmptied(t *testing.T) {
+	b := newMailbox[int]()
+	b.put(0)
+	next, want := 1, 0
+	var got []int
+	for range 10_000 {
+		b.put(next)
+		b.put(next + 1)
+		next += 2
+		got = b.take(got[:0], 2)
+		for _, v := range got {
+			if v != want {
+				t.Fatalf("took %d, want %d", v, want)
+			}
+			want++
+		}
+	}
+	if c := cap(b.vals); c > 16 {
+		t.Fatalf("the box holds %d values and has grown to a capacity of %d", len(b.vals)-b.head, c)
+	}
+}
