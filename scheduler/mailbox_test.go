@@ -88,11 +88,22 @@ func TestExecutionDoesNotWaitForTheLoopToTakeItsResult(t *testing.T) {
 		close(b.block[id])
 	}
 	b.r.execWG.Wait() // every execution has returned from its handler
-	stuck := inExecute()
-	for i := 0; i < 1000 && stuck > 0; i++ {
-		runtime.Gosched()
-		stuck = inExecute()
+	// Each now posts its result; the loop takes none while it is held.
+	posted := func() int {
+		b.r.results.mu.Lock()
+		defer b.r.results.mu.Unlock()
+		return len(b.r.results.vals) - b.r.results.head
 	}
+	for i := 0; i < 100_000 && posted() < n; i++ {
+		runtime.Gosched()
+	}
+	if posted() == n {
+		// Their goroutines are on their way out of execute.
+		for i := 0; i < 1_000_000 && inExecute() > 0; i++ {
+			runtime.Gosched()
+		}
+	}
+	stuck := inExecute()
 	close(release)
 	if err := <-called; err != nil {
 		t.Fatal(err)
