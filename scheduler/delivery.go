@@ -275,6 +275,10 @@ type Attempt struct {
 	ledger []ledgerEntry
 	values map[string]any
 
+	// acked is when the append that acknowledged its attempt_started
+	// returned (Runner.StartDelays).
+	acked time.Time
+
 	// The context, signal and scope, allocated with the attempt.
 	ctxv   attemptContext
 	sigv   Signal

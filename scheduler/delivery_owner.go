@@ -293,10 +293,11 @@ func sortedKeys[V any](m map[uint64]V) []uint64 {
 	return out
 }
 
-// launch starts an acknowledged attempt: its owner, and its execution
-// goroutine unless its cooperative deadline has already passed (DL-24).
-// It reports whether an execution goroutine started.
-func (r *Runner) launch(st *Start) bool {
+// launch starts an attempt whose attempt_started an append that returned
+// at acked acknowledged: its owner, and its execution goroutine unless its
+// cooperative deadline has already passed (DL-24). It reports whether an
+// execution goroutine started.
+func (r *Runner) launch(st *Start, acked time.Time) bool {
 	now := r.cfg.Clock.Now()
 	b := deadlines.Budget{S: st.S, H: st.H, P: st.P}.CapRoot(r.root)
 	a := &attempt{budget: b, phase: phaseRunning}
@@ -328,6 +329,7 @@ func (r *Runner) launch(st *Start) bool {
 		return false
 	}
 	a.launched, a.ackGen = now, r.ackGen
+	att.acked = acked
 	r.execWG.Add(1)
 	r.execs.run(att)
 	r.schedule(a)
@@ -337,6 +339,7 @@ func (r *Runner) launch(st *Start) bool {
 // execute runs att's pipeline on an execution goroutine and hands its
 // result to the loop.
 func (r *Runner) execute(att *Attempt) {
+	r.startDelays.add(r.cfg.Clock.Now().Sub(att.acked))
 	var res Result
 	ended := false
 	defer func() {

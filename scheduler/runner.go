@@ -176,8 +176,10 @@ type batch struct {
 type ack struct {
 	b   *batch
 	err error
-	// took is how long the append took on the clock.
+	// took is how long the append took on the clock, and done when it
+	// returned.
 	took time.Duration
+	done time.Time
 }
 
 // holdMax bounds the commit estimate, and so the longest a batch is held
@@ -283,7 +285,10 @@ type Runner struct {
 	idleWait   []chan struct{}
 	quarWait   []chan struct{}
 	execWG     sync.WaitGroup
-	execs      *execPool[*Attempt]
+	// startDelays counts, for each execution, the time from the return
+	// of the append that acknowledged its attempt_started to its start.
+	startDelays delayHistogram
+	execs       *execPool[*Attempt]
 	// abortDeferred: the final abort of a shutdown is the caller's
 	// (DeferFinalAbort, DL-41); held are the attempts whose owners reached
 	// their forced owner cutoff unsettled and wait for it (Revoke).
@@ -458,7 +463,8 @@ func (r *Runner) commit() {
 	for b := range r.commitCh {
 		t := r.cfg.Clock.Now()
 		_, err := r.cfg.Appender.Append(context.Background(), b.d.Index, b.d.Records, b.units)
-		r.acks <- ack{b: b, err: err, took: r.cfg.Clock.Now().Sub(t)}
+		done := r.cfg.Clock.Now()
+		r.acks <- ack{b: b, err: err, took: done.Sub(t), done: done}
 	}
 }
 
@@ -973,7 +979,7 @@ func (r *Runner) acked(a ack) bool {
 	}
 	launched := 0
 	for _, st := range a.b.d.Starts {
-		if r.launch(st) {
+		if r.launch(st, a.done) {
 			launched++
 		}
 	}
@@ -1243,3 +1249,10 @@ func (r *Runner) SnapshotHeld(ctx context.Context) (bool, error) {
 	err := r.call(ctx, func(time.Time) { held = r.committing == nil && len(r.pending) > 0 && r.snapHold(r.pending[0]) })
 	return held, err
 }
+
+// StartDelays returns how many executions started within each bucket of
+// [StartDelayBounds] (and, last, over it) after the append that
+// acknowledged their attempt_started returned, since the runner was made:
+// the time an acknowledged attempt waited for the loop to launch it and
+// for a goroutine and a CPU to run it. Safe from any goroutine.
+func (r *Runner) StartDelays() []uint64 { return r.startDelays.snapshot() }
