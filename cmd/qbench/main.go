@@ -101,6 +101,12 @@
 //     also gives gc_cycles, the Go GC cycles that ran from the last
 //     enqueue's return to the last start (per_run_gc_cycles beside
 //     per_run_p99_ms): a cycle during a burst takes CPU from the starts.
+//     start_delay_p50_ms and start_delay_p99_ms (per run in
+//     per_run_start_delay_p99_ms) are the engine's Engine.StartDelays over
+//     the run's jobs: from the return of the commit that acknowledged a
+//     job's attempt_started to the start of its execution, the part of
+//     the lateness after the commits (bucket bounds, at most a quarter
+//     above the delay).
 //     The burst also gives fire_cpu_us_per_job, the process's CPU over
 //     that stretch per job: the starts and most settlements, on 2 cores
 //     beside the 60 000-odd jobs a second the burst comes due at, and
