@@ -45,6 +45,7 @@ func benchBurst(b *testing.B, store func(*testing.B) (vfs.FS, string)) {
 		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
 			ctx := context.Background()
 			var cpu time.Duration
+			var delays api.StartDelays
 			goroutines := 0
 			b.ResetTimer()
 			for range b.N {
@@ -63,6 +64,7 @@ func benchBurst(b *testing.B, store func(*testing.B) (vfs.FS, string)) {
 				cpu += cputime.Process() - cpu0
 				b.StopTimer()
 				goroutines += runtime.NumGoroutine() - g0
+				delays = addDelays(delays, eng.StartDelays())
 				if err := eng.Close(ctx); err != nil {
 					b.Fatal(err)
 				}
@@ -73,6 +75,7 @@ func benchBurst(b *testing.B, store func(*testing.B) (vfs.FS, string)) {
 			// load: the figure to compare builds by.
 			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*burst), "cpu-ns/job")
 			b.ReportMetric(float64(goroutines)/float64(b.N), "goroutines/op")
+			reportDelays(b, delays)
 		})
 	}
 }
@@ -267,6 +270,7 @@ func BenchmarkTimerPacedMem(b *testing.B) {
 func benchTimers(b *testing.B, workers, n int, delay, pace time.Duration, newFS func() vfs.FS) {
 	ctx := context.Background()
 	var p50s, p99s, commits []float64
+	var delays api.StartDelays
 	for range b.N {
 		eng, err := api.Open(ctx, api.Options{Dir: "bench", FS: newFS(), Workers: workers})
 		if err != nil {
@@ -331,6 +335,7 @@ func benchTimers(b *testing.B, workers, n int, delay, pace time.Duration, newFS 
 			b.Fatal(err)
 		}
 		commits = append(commits, float64(eng.JournalMetrics().Groups-groups))
+		delays = addDelays(delays, eng.StartDelays())
 		if err := eng.Close(ctx); err != nil {
 			b.Fatal(err)
 		}
@@ -347,7 +352,27 @@ func benchTimers(b *testing.B, workers, n int, delay, pace time.Duration, newFS 
 	slices.Sort(commits)
 	b.ReportMetric(p50s[len(p50s)/2], "p50-ms")
 	b.ReportMetric(p99s[len(p99s)/2], "p99-ms")
+	reportDelays(b, delays)
 	if pace == 0 { // paced, the first jobs come due while others are enqueued
 		b.ReportMetric(commits[len(commits)/2], "commits/op")
 	}
+}
+
+// addDelays adds the start delays of another engine to sum.
+func addDelays(sum, d api.StartDelays) api.StartDelays {
+	if sum.Counts == nil {
+		return api.StartDelays{Bounds: d.Bounds, Counts: slices.Clone(d.Counts)}
+	}
+	for i, c := range d.Counts {
+		sum.Counts[i] += c
+	}
+	return sum
+}
+
+// reportDelays reports the p50 and p99 of the start delays of all ops
+// (Engine.StartDelays: from a start's acknowledgement to its execution's
+// start; bucket bounds, at most a quarter above the delay).
+func reportDelays(b *testing.B, d api.StartDelays) {
+	b.ReportMetric(float64(d.Quantile(0.5))/1e6, "start-delay-p50-ms")
+	b.ReportMetric(float64(d.Quantile(0.99))/1e6, "start-delay-p99-ms")
 }
