@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
 
@@ -996,6 +997,16 @@ func (r *Runner) acked(a ack) bool {
 		c <- nil
 	}
 	r.recycle(a.b)
+	if launched > 0 {
+		// Let the launched executions start before the loop goes on: the
+		// goroutine made ready last runs next on this P, but the loop kept
+		// the P for the rest of its pass and for the results that came in
+		// meanwhile, while the executions, each handing over the next
+		// (execPool), waited behind it. Their handlers are late by that
+		// much (Engine.StartDelays); the next batch is with the committer
+		// already. README, Performance: the figures.
+		runtime.Gosched()
+	}
 	return true
 }
 
