@@ -2,12 +2,10 @@ package scheduler
 
 import (
 	"bytes"
-	"context"
 	"runtime"
 	"slices"
 	"strconv"
 	"testing"
-	"time"
 )
 
 // A mailbox hands values over oldest first, leaves a note whenever it holds
@@ -74,16 +72,7 @@ func TestExecutionDoesNotWaitForTheLoopToTakeItsResult(t *testing.T) {
 	b.dispatch(t)
 	b.waitFor(t, "all attempts launched", func() bool { return len(b.r.attempts) == n })
 
-	// Hold the loop inside a call while every handler returns.
-	inLoop, release := make(chan struct{}), make(chan struct{})
-	called := make(chan error, 1)
-	go func() {
-		called <- b.r.Do(context.Background(), func(time.Time) {
-			close(inLoop)
-			<-release
-		})
-	}()
-	<-inLoop
+	release := b.holdLoop(t) // while every handler returns
 	for _, id := range ids {
 		close(b.block[id])
 	}
@@ -104,10 +93,7 @@ func TestExecutionDoesNotWaitForTheLoopToTakeItsResult(t *testing.T) {
 		}
 	}
 	stuck := inExecute()
-	close(release)
-	if err := <-called; err != nil {
-		t.Fatal(err)
-	}
+	release()
 	if stuck > 0 {
 		t.Fatalf("%d of %d executions still wait on their goroutines for the busy loop to take their results", stuck, n)
 	}

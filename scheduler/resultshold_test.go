@@ -96,6 +96,28 @@ func (b *resultsBundle) waitFor(t *testing.T, what string, cond func() bool) {
 	t.Fatalf("%s: not reached; appends %v", what, b.app.kinds()[b.setupAt:])
 }
 
+// holdLoop holds the loop inside a call until release is called, which
+// then waits for the call to return.
+func (b *resultsBundle) holdLoop(t *testing.T) (release func()) {
+	t.Helper()
+	inLoop, let := make(chan struct{}), make(chan struct{})
+	called := make(chan error, 1)
+	go func() {
+		called <- b.r.Do(context.Background(), func(time.Time) {
+			close(inLoop)
+			<-let
+		})
+	}()
+	<-inLoop
+	return func() {
+		t.Helper()
+		close(let)
+		if err := <-called; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // drained reports, on the loop, that nothing runs, waits or is left to
 // start.
 func (b *resultsBundle) drained() bool {

@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"context"
 	"runtime"
 	"slices"
 	"testing"
@@ -52,15 +51,7 @@ func TestStartDelaysCountFromTheAcknowledgement(t *testing.T) {
 	b.dispatch(t)
 	<-b.app.waiting // the append of the four starts waits at the gate
 
-	inLoop, release := make(chan struct{}), make(chan struct{})
-	called := make(chan error, 1)
-	go func() {
-		called <- b.r.Do(context.Background(), func(time.Time) {
-			close(inLoop)
-			<-release
-		})
-	}()
-	<-inLoop
+	release := b.holdLoop(t)
 	b.app.open()
 	for len(b.r.acks) == 0 { // the committer stamped the return and sent the ack
 		runtime.Gosched()
@@ -70,10 +61,7 @@ func TestStartDelaysCountFromTheAcknowledgement(t *testing.T) {
 	// The settlements' appends, which move the clock, wait until every
 	// execution has started.
 	b.app.close()
-	close(release)
-	if err := <-called; err != nil {
-		t.Fatal(err)
-	}
+	release()
 	started := func() (n uint64) {
 		for _, c := range b.r.StartDelays() {
 			n += c
