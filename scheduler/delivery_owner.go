@@ -293,10 +293,10 @@ func sortedKeys[V any](m map[uint64]V) []uint64 {
 	return out
 }
 
-// launch starts an attempt whose attempt_started an append that returned
-// at acked acknowledged: its owner, and its execution goroutine unless its
-// cooperative deadline has already passed (DL-24). It reports whether an
-// execution goroutine started.
+// launch starts an acknowledged attempt, whose attempt_started was in the
+// append that returned at acked: its owner, and its execution goroutine
+// unless its cooperative deadline has already passed (DL-24). It reports
+// whether an execution goroutine started.
 func (r *Runner) launch(st *Start, acked time.Time) bool {
 	now := r.cfg.Clock.Now()
 	b := deadlines.Budget{S: st.S, H: st.H, P: st.P}.CapRoot(r.root)
