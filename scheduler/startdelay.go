@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"slices"
 	"sync/atomic"
 	"time"
 )
@@ -36,16 +37,8 @@ const startDelayBuckets = startDelayOctaves*4 + 1
 
 // add counts d in the first bucket whose bound is at or above it.
 func (h *delayHistogram) add(d time.Duration) {
-	lo, hi := 0, len(StartDelayBounds)
-	for lo < hi {
-		mid := (lo + hi) / 2
-		if StartDelayBounds[mid] < d {
-			lo = mid + 1
-		} else {
-			hi = mid
-		}
-	}
-	h.counts[lo].Add(1)
+	i, _ := slices.BinarySearch(StartDelayBounds, d)
+	h.counts[i].Add(1)
 }
 
 // snapshot returns the counts, one per bucket.
