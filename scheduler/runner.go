@@ -1004,7 +1004,7 @@ func (r *Runner) acked(a ack) bool {
 		// meanwhile, while the executions, each handing over the next
 		// (execPool), waited behind it. Their handlers are late by that
 		// much (Engine.StartDelays); the next batch is with the committer
-		// already. README, Performance: the figures.
+		// already. docs/performance.md: the figures.
 		runtime.Gosched()
 	}
 	return true
