@@ -59,20 +59,9 @@ func (b *bench) chainOnce(ctx context.Context, n, workers int) (*obj, error) {
 		ids[i] = id
 		return err
 	})
-	if err == nil {
-		err = cd.wait(ctx, eng, drainTimeout)
-	}
-	end, cpu1 := time.Now(), cputime.Process()
-	stopProfile()
-	if err == nil {
-		err = checkCompleted(ctx, eng, ids)
-	}
-	shape, cerr := closeEng()
+	end, cpu1, shape, err := finishRun(ctx, eng, cd, ids, stopProfile, closeEng, err)
 	if err != nil {
 		return nil, err
-	}
-	if cerr != nil {
-		return nil, cerr
 	}
 	lat := make([]time.Duration, n)
 	for i := range n {

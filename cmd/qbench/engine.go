@@ -9,6 +9,7 @@ import (
 
 	"github.com/quire-dev/quire/api"
 	"github.com/quire-dev/quire/clock"
+	"github.com/quire-dev/quire/internal/cputime"
 	"github.com/quire-dev/quire/journal"
 	"github.com/quire-dev/quire/journal/record"
 )
@@ -208,6 +209,28 @@ func produce(gos, n int, fn func(i int) error) error {
 	}
 	wg.Wait()
 	return first
+}
+
+// finishRun ends a run of jobs ids on eng: unless err is set already it
+// waits for cd, the jobs' handlers, then stops the profile, checks through
+// Status that the jobs completed and closes the engine. It returns when
+// the wait ended, the process's CPU time then, and the journal's shape;
+// err, if set, comes first among the errors.
+func finishRun(ctx context.Context, eng *api.Engine, cd *countdown, ids []string, stopProfile func(),
+	closeEng func() (journalShape, error), err error) (time.Time, time.Duration, journalShape, error) {
+	if err == nil {
+		err = cd.wait(ctx, eng, drainTimeout)
+	}
+	end, cpu := time.Now(), cputime.Process()
+	stopProfile()
+	if err == nil {
+		err = checkCompleted(ctx, eng, ids)
+	}
+	shape, cerr := closeEng()
+	if err == nil {
+		err = cerr
+	}
+	return end, cpu, shape, err
 }
 
 // checkCompleted verifies, through Status, that a sample of ids completed.

@@ -50,20 +50,9 @@ func (b *bench) enqueueOnce(ctx context.Context, n, workers int) (*obj, error) {
 	if err == nil {
 		err = eng.Start(ctx)
 	}
-	if err == nil {
-		err = cd.wait(ctx, eng, drainTimeout)
-	}
-	end, cpu1 := time.Now(), cputime.Process()
-	stopProfile()
-	if err == nil {
-		err = checkCompleted(ctx, eng, ids)
-	}
-	shape, cerr := closeEng()
+	end, cpu1, shape, err := finishRun(ctx, eng, cd, ids, stopProfile, closeEng, err)
 	if err != nil {
 		return nil, err
-	}
-	if cerr != nil {
-		return nil, cerr
 	}
 	secs := end.Sub(start).Seconds()
 	o := newObj(
