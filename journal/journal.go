@@ -102,10 +102,18 @@ type openIter interface{ release(err error) }
 type metrics struct {
 	groups, records, bytes, fsyncs      atomic.Uint64
 	diskSlow, backgroundErrs, loggedErr atomic.Uint64
+	walsCreated                         atomic.Uint64
 	taken                               atomic.Uint64 // appends that joined a group
 }
 
 // Metrics are cumulative counters since Open.
+//
+// WALsCreated counts the write-ahead log files Pebble started, new or
+// recycled: those of Open, then one at each memtable rotation. A rotation
+// runs inside the commit that found the memtable full, which then also
+// closes and syncs the old log and syncs the directory, so that commit
+// takes several times as long as others. Memtables start at 256 KB after
+// each Open and double at each rotation up to 4 MB.
 type Metrics struct {
 	Groups           uint64 // group commits
 	Records          uint64 // records appended
@@ -114,6 +122,7 @@ type Metrics struct {
 	DiskSlow         uint64 // Pebble DiskSlow events
 	BackgroundErrors uint64 // Pebble BackgroundError events
 	LoggedErrors     uint64 // Pebble Logger.Errorf calls
+	WALsCreated      uint64 // write-ahead log files started (see above)
 	QueueLen         int    // appends pending now (joined a group, not answered yet)
 }
 
@@ -325,6 +334,7 @@ func openStore(dir string, o Options, lock *pebble.Lock, format pebble.FormatMaj
 		DataCorruption:  j.onCorruption,
 		BackgroundError: func(error) { j.m.backgroundErrs.Add(1) },
 		DiskSlow:        func(pebble.DiskSlowInfo) { j.m.diskSlow.Add(1) },
+		WALCreated:      func(pebble.WALCreateInfo) { j.m.walsCreated.Add(1) },
 	}
 	fs := o.FS
 	if o.DiskSlowThreshold > 0 && !o.ReadOnly {
@@ -805,6 +815,7 @@ func (j *Journal) Metrics() Metrics {
 		DiskSlow:         j.m.diskSlow.Load(),
 		BackgroundErrors: j.m.backgroundErrs.Load(),
 		LoggedErrors:     j.m.loggedErr.Load(),
+		WALsCreated:      j.m.walsCreated.Load(),
 		QueueLen:         len(j.slots),
 	}
 }
