@@ -101,6 +101,10 @@
 //     also gives gc_cycles, the Go GC cycles that ran from the last
 //     enqueue's return to the last start (per_run_gc_cycles beside
 //     per_run_p99_ms): a cycle during a burst takes CPU from the starts.
+//     wal_rotations (per run in per_run_wal_rotations) counts the
+//     write-ahead logs Pebble started over the same stretch: each is a
+//     memtable rotation inside one of the engine's commits, which then
+//     also syncs the old log and the directory.
 //     start_delay_p50_ms and start_delay_p99_ms (per run in
 //     per_run_start_delay_p99_ms) are the engine's Engine.StartDelays over
 //     the run's jobs: from the return of the commit that acknowledged a

@@ -105,6 +105,7 @@ func (b *bench) timers(ctx context.Context) error {
 				o.set("history_jobs", b.cfg.timerHistory)
 			}
 			o.set("per_run_gc_cycles", perRun(runs, "gc_cycles"))
+			o.set("per_run_wal_rotations", perRun(runs, "wal_rotations"))
 			o.set("per_run_start_delay_p99_ms", perRun(runs, "start_delay_p99_ms"))
 			o.set("baseline", "go_timer_lateness")
 			o.set("baseline_p50_ms", bo.num("p50_ms"))
@@ -299,6 +300,10 @@ func (b *bench) timersOnce(ctx context.Context, n int, paced bool, backend timer
 	// Every enqueue has returned and nothing is due for timerDelay: the GC
 	// cycles from here on ran while the jobs came due and started.
 	gc0, cpu0, alloc0 := gcCycles(), cputime.Process(), heapAllocs()
+	var wals0 uint64
+	if isEngine {
+		wals0 = eng.JournalMetrics().WALsCreated
+	}
 	var delays0 api.StartDelays
 	if isEngine {
 		delays0 = eng.StartDelays()
@@ -322,6 +327,10 @@ func (b *bench) timersOnce(ctx context.Context, n int, paced bool, backend timer
 		}
 	}
 	gcs, cpu, alloc := gcCycles()-gc0, cputime.Process()-cpu0, heapAllocs()-alloc0
+	var wals uint64
+	if isEngine {
+		wals = eng.JournalMetrics().WALsCreated - wals0
+	}
 	var delays api.StartDelays
 	if isEngine {
 		delays = eng.StartDelays().Sub(delays0)
@@ -383,6 +392,9 @@ func (b *bench) timersOnce(ctx context.Context, n int, paced bool, backend timer
 		}
 	}
 	o.set("gc_cycles", gcs)
+	if isEngine {
+		o.set("wal_rotations", int(wals))
+	}
 	if isEngine && !paced {
 		// The process's CPU from the last enqueue's return to the last
 		// start, per job: in the burst that is the starts and most of the
