@@ -69,8 +69,10 @@ func parseStreamKey(key []byte) (id []byte, seq uint64, ok bool) {
 }
 
 func indexKey(id string) []byte {
-	return appendIDPrefix(make([]byte, 0, len(prefixIndex)+2+len(id)), prefixIndex, id)
+	return appendIndexKey(make([]byte, 0, len(prefixIndex)+2+len(id)), id)
 }
+
+func appendIndexKey(dst []byte, id string) []byte { return appendIDPrefix(dst, prefixIndex, id) }
 
 func parseIndexKey(key []byte) bool {
 	if !bytes.HasPrefix(key, []byte(prefixIndex)) {

@@ -94,9 +94,11 @@ type group struct {
 	// offset in sends, and index its index entries in request order: both
 	// go into b after every e/ key (finishBatch), so that the memtable
 	// takes the e/ keys, consecutive and ascending, on its fast path.
-	skeys   []byte
-	sends   []int
-	index   []IndexEntry
+	skeys []byte
+	sends []int
+	index []IndexEntry
+	// ikey holds the index key being written: the batch copies it.
+	ikey    []byte
 	n, size int // records, and bytes as GroupBytesMax counts them
 	lastSeq uint64
 	at      int64
@@ -416,10 +418,11 @@ func (g *group) finishBatch() {
 		start = end
 	}
 	for _, e := range g.index {
+		g.ikey = appendIndexKey(g.ikey[:0], e.ID)
 		if e.Value == nil {
-			_ = g.b.Delete(indexKey(e.ID), nil)
+			_ = g.b.Delete(g.ikey, nil)
 		} else {
-			_ = g.b.Set(indexKey(e.ID), e.Value, nil)
+			_ = g.b.Set(g.ikey, e.Value, nil)
 		}
 	}
 }
@@ -432,7 +435,7 @@ func (j *Journal) answer(g *group) {
 	}
 	clear(g.reqs)
 	clear(g.index)
-	*g = group{reqs: g.reqs[:0], skeys: g.skeys[:0], sends: g.sends[:0], index: g.index[:0]}
+	*g = group{reqs: g.reqs[:0], skeys: g.skeys[:0], sends: g.sends[:0], index: g.index[:0], ikey: g.ikey[:0]}
 	groupPool.Put(g)
 }
 
