@@ -300,13 +300,12 @@ func (b *bench) timersOnce(ctx context.Context, n int, paced bool, backend timer
 	// Every enqueue has returned and nothing is due for timerDelay: the GC
 	// cycles from here on ran while the jobs came due and started.
 	gc0, cpu0, alloc0 := gcCycles(), cputime.Process(), heapAllocs()
-	var wals0 uint64
+	var (
+		wals0   uint64
+		delays0 api.StartDelays
+	)
 	if isEngine {
-		wals0 = eng.JournalMetrics().WALsCreated
-	}
-	var delays0 api.StartDelays
-	if isEngine {
-		delays0 = eng.StartDelays()
+		wals0, delays0 = eng.JournalMetrics().WALsCreated, eng.StartDelays()
 	}
 	// The profile covers the same stretch: the jobs coming due and
 	// starting, not their enqueues.
@@ -327,13 +326,12 @@ func (b *bench) timersOnce(ctx context.Context, n int, paced bool, backend timer
 		}
 	}
 	gcs, cpu, alloc := gcCycles()-gc0, cputime.Process()-cpu0, heapAllocs()-alloc0
-	var wals uint64
+	var (
+		wals   uint64
+		delays api.StartDelays
+	)
 	if isEngine {
-		wals = eng.JournalMetrics().WALsCreated - wals0
-	}
-	var delays api.StartDelays
-	if isEngine {
-		delays = eng.StartDelays().Sub(delays0)
+		wals, delays = eng.JournalMetrics().WALsCreated-wals0, eng.StartDelays().Sub(delays0)
 	}
 	stopProfile()
 	var shape journalShape
