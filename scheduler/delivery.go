@@ -49,27 +49,44 @@ type Signal struct {
 	defaulted bool
 	// hook marks a termination hook's cleanup cancellation, whose cause
 	// says so ([CancelReason.Hook]).
-	hook   bool
+	hook bool
+	// done is made by the first Done call, as a context's is: most
+	// attempts end with nothing waiting on it.
 	done   chan struct{}
 	cancel context.CancelCauseFunc // the matching context, or nil
 }
 
 func newSignal(cancel context.CancelCauseFunc) *Signal {
-	return &Signal{done: make(chan struct{}), cancel: cancel}
+	return &Signal{cancel: cancel}
 }
 
+// closedDone is the Done channel of a Signal first asked for it after a
+// reason was recorded.
+var closedDone = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
 // Done is closed once a reason is recorded.
-func (s *Signal) Done() <-chan struct{} { return s.done }
+func (s *Signal) Done() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done == nil {
+		if s.reason != deadlines.ReasonNone {
+			return closedDone
+		}
+		s.done = make(chan struct{})
+	}
+	return s.done
+}
 
 // IsCancelled reports whether a reason is recorded. It says only what is
 // true at the instant of the call (DL-13).
 func (s *Signal) IsCancelled() bool {
-	select {
-	case <-s.done:
-		return true
-	default:
-		return false
-	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reason != deadlines.ReasonNone
 }
 
 // Reason returns the first reason and the instant it was recorded, or
@@ -99,8 +116,11 @@ func (s *Signal) record(r deadlines.Reason, at time.Time) bool {
 		return false
 	}
 	s.reason, s.at, s.defaulted = r, at, defaulted
+	done := s.done
 	s.mu.Unlock()
-	close(s.done)
+	if done != nil {
+		close(done)
+	}
 	if s.cancel != nil {
 		s.cancel(&CancelReason{Reason: r, At: at, Hook: s.hook})
 	}
@@ -289,7 +309,7 @@ type Attempt struct {
 func (a *Attempt) init(st *Start, clk clock.Clock, deadline time.Time) {
 	a.Start, a.clk = st, clk
 	cancel := a.ctxv.init(context.Background(), deadline)
-	a.sigv.done, a.sigv.cancel = make(chan struct{}), cancel
+	a.sigv.cancel = cancel
 	a.ctx, a.sig, a.scope = &a.ctxv, &a.sigv, &a.scopev
 }
 

@@ -116,6 +116,33 @@ func (b *runnerBundle) sync() {
 	}
 }
 
+// DL-13, DL-16: Done is closed by the reason whether it was asked for
+// before the reason was recorded or after, and IsCancelled agrees with it.
+func TestDL16_DoneClosedByTheReasonEitherOrder(t *testing.T) {
+	closed := func(c <-chan struct{}) bool {
+		select {
+		case <-c:
+			return true
+		default:
+			return false
+		}
+	}
+	early := newSignal(nil)
+	before := early.Done()
+	if closed(before) || early.IsCancelled() {
+		t.Fatal("a signal with no reason is cancelled")
+	}
+	early.record(deadlines.ReasonDeliveryTimeout, t0)
+	if !closed(before) || !closed(early.Done()) || !early.IsCancelled() {
+		t.Fatal("Done taken before the reason was not closed by it")
+	}
+	late := newSignal(nil)
+	late.record(deadlines.ReasonShutdownDeadline, t0)
+	if !closed(late.Done()) || !late.IsCancelled() {
+		t.Fatal("Done taken after the reason is not closed")
+	}
+}
+
 // DL-16: concurrent requests race to record a reason; exactly one wins,
 // and every waiter woken by Done finds that one.
 func TestDL16_ConcurrentRecordsFirstWins(t *testing.T) {
