@@ -43,9 +43,11 @@ const (
 
 // attempt is the owner of one started attempt (DL-29): it lives on the
 // loop, outside the execution goroutine, from launch to settlement.
+//
+// Owners are reused (Runner.retire): nothing outside r.attempts and
+// r.held keeps one, and the goroutines an owner starts report by token.
 type attempt struct {
 	att    *Attempt
-	attv   Attempt // what att points to, allocated with its owner
 	budget deadlines.Budget
 	phase  phase
 	// c is the cooperative deadline, set once a reason is recorded; it only
@@ -300,10 +302,10 @@ func sortedKeys[V any](m map[uint64]V) []uint64 {
 func (r *Runner) launch(st *Start, acked time.Time) bool {
 	now := r.cfg.Clock.Now()
 	b := deadlines.Budget{S: st.S, H: st.H, P: st.P}.CapRoot(r.root)
-	a := &attempt{budget: b, phase: phaseRunning}
-	a.attv.init(st, r.cfg.Clock, b.HandlerDeadline(r.root))
-	att := &a.attv
-	a.att = att
+	att := new(Attempt)
+	att.init(st, r.cfg.Clock, b.HandlerDeadline(r.root))
+	a := r.newOwner()
+	a.att, a.budget, a.phase = att, b, phaseRunning
 	r.attempts[st.Token] = a
 	if reason, at, ok := r.runtime.Reason(); ok {
 		att.sig.record(reason, at) // DL-17: inherited from the runtime
@@ -334,6 +336,40 @@ func (r *Runner) launch(st *Start, acked time.Time) bool {
 	r.execs.run(att)
 	r.schedule(a)
 	return true
+}
+
+// newOwner returns a zero owner, a reused one if there is one.
+func (r *Runner) newOwner() *attempt {
+	if n := len(r.owners); n > 0 {
+		a := r.owners[n-1]
+		r.owners[n-1] = nil
+		r.owners = r.owners[:n-1]
+		return a
+	}
+	return new(attempt)
+}
+
+// retire takes back the owner of a settled attempt. It is cleared now, so
+// that its Attempt goes with the execution that held it and any use of it
+// from here on fails at once, and reused from the loop's next pass
+// (reuseOwners), when no call that had it is still running. An owner was
+// most of what an attempt allocated: about 600 bytes a job.
+func (r *Runner) retire(a *attempt) {
+	*a = attempt{}
+	r.retired = append(r.retired, a)
+}
+
+// reuseOwners makes the owners retired during the loop's last pass
+// available to newOwner, as many as there are worker slots: no more
+// attempts than that run at once.
+func (r *Runner) reuseOwners() {
+	for i, a := range r.retired {
+		if len(r.owners) < r.m.cfg.Workers {
+			r.owners = append(r.owners, a)
+		}
+		r.retired[i] = nil
+	}
+	r.retired = r.retired[:0]
 }
 
 // execute runs att's pipeline on an execution goroutine and hands its
@@ -775,6 +811,7 @@ func (r *Runner) settleAttempt(a *attempt, now time.Time) {
 	}
 	tok := a.att.Token
 	delete(r.attempts, tok)
+	defer r.retire(a)
 	if a.torn {
 		// SD-14: a torn-down owner has lost its settlement authority. Its
 		// token stays open unless the shutdown settles it (DL-41), and

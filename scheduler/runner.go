@@ -257,6 +257,8 @@ type Runner struct {
 	pending    []*batch
 	committing *batch
 	attempts   map[uint64]*attempt
+	owners     []*attempt                // settled owners for reuse (newOwner)
+	retired    []*attempt                // owners settled in this pass, reused from the next
 	lost       map[uint64]*lostExecution // abandoned executions not yet returned
 	settling   map[uint64]settleWait     // settlement appends in flight, by record seq
 	root       deadlines.Root
@@ -474,6 +476,7 @@ func (r *Runner) loop() {
 	defer close(r.commitCh)
 	stopping := false
 	for {
+		r.reuseOwners()
 		r.step()
 		if stopping && r.committing == nil && len(r.pending) == 0 && r.tearDown() {
 			return
