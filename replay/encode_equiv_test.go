@@ -14,6 +14,60 @@ import (
 	"github.com/quire-dev/quire/journal/record"
 )
 
+// jobEncoded is Job with its fields in jobFieldNames's order: msgpack's
+// reflection encoder writes a snapshot's job the way appendJob must.
+type jobEncoded struct {
+	ID                   string
+	Stream               string
+	Handler              string
+	Queue                string
+	Priority             uint8
+	EnqueueSeq           uint64
+	AvailableAt          int64
+	Retry                record.RetryPolicy
+	DeliveryTimeoutNanos int64
+	UniqueKey            string
+	Payload              []byte
+	WorkflowID           string
+	Step                 int32
+	Branch               int32
+	Status               JobStatus
+	Attempts             int32
+	Consumed             int32
+	Token                uint64
+	StartAt              int64
+	HardAt               int64
+	NormalAt             int64
+	LastCode             string
+	LastError            string
+	Lost                 bool
+}
+
+// encodedJob copies j's fields, by name, into a jobEncoded.
+func encodedJob(j *Job) jobEncoded {
+	var e jobEncoded
+	src, dst := reflect.ValueOf(j).Elem(), reflect.ValueOf(&e).Elem()
+	for i := range dst.NumField() {
+		dst.Field(i).Set(src.FieldByName(dst.Type().Field(i).Name))
+	}
+	return e
+}
+
+// RL-7: the mirror used below has every field of Job, with its type, in
+// the order snapshots and digests encode them.
+func TestRL7_JobEncodingOrderCoversJob(t *testing.T) {
+	jt, et := reflect.TypeFor[Job](), reflect.TypeFor[jobEncoded]()
+	if jt.NumField() != et.NumField() || et.NumField() != len(jobFieldNames) {
+		t.Fatalf("Job has %d fields, jobEncoded %d, jobFieldNames %d", jt.NumField(), et.NumField(), len(jobFieldNames))
+	}
+	for i, name := range jobFieldNames {
+		f, ok := jt.FieldByName(name)
+		if e := et.Field(i); e.Name != name || !ok || f.Type != e.Type {
+			t.Fatalf("field %d: jobEncoded %s %v, Job %s %v", i, e.Name, e.Type, name, f.Type)
+		}
+	}
+}
+
 func TestRL7_JobListEncodingMatchesReflection(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	lens := []int{0, 1, 31, 32, 255, 256, 65535, 65536}
@@ -56,7 +110,14 @@ func TestRL7_JobListEncodingMatchesReflection(t *testing.T) {
 			var a, b bytes.Buffer
 			ea := msgpack.NewEncoder(&a)
 			ea.SetSortMapKeys(sorted)
-			if err := ea.Encode(struct{ J []Job }{l}); err != nil {
+			var el []jobEncoded
+			for i := range l {
+				el = append(el, encodedJob(&l[i]))
+			}
+			if l == nil {
+				el = nil
+			}
+			if err := ea.Encode(struct{ J []jobEncoded }{el}); err != nil {
 				t.Fatal(err)
 			}
 			eb := msgpack.NewEncoder(&b)
@@ -293,6 +354,8 @@ func TestRL7_DecodeMatchesReflection(t *testing.T) {
 	}
 }
 
+// RL-7: EncodeSummary writes what msgpack.Marshal does, into a buffer
+// made to its size.
 func TestRL7_SummaryMatchesMarshal(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	lens := []int{0, 1, 31, 32, 255, 256, 70000}
@@ -308,6 +371,10 @@ func TestRL7_SummaryMatchesMarshal(t *testing.T) {
 		got, _ := EncodeSummary(v)
 		if !bytes.Equal(want, got) {
 			t.Fatalf("summary %d differs", i)
+		}
+		// One allocation of the size written: an entry per finished job.
+		if cap(got) != len(got) {
+			t.Fatalf("summary %d: %d bytes written into %d allocated", i, len(got), cap(got))
 		}
 	}
 }

@@ -270,7 +270,9 @@ func (l *expiryList) DecodeMsgpack(dec *msgpack.Decoder) (err error) {
 	return err
 }
 
-// jobFieldNames are Job's fields in order: the keys of its encoding.
+// jobFieldNames are Job's fields in the order a snapshot encodes them:
+// the order they had before Job was packed (see Job), which msgpack's
+// reflection encoder followed. Snapshots and state digests keep it.
 var jobFieldNames = [jobFields]string{
 	"ID", "Stream", "Handler", "Queue", "Priority", "EnqueueSeq", "AvailableAt", "Retry",
 	"DeliveryTimeoutNanos", "UniqueKey", "Payload", "WorkflowID", "Step", "Branch", "Status",
@@ -279,14 +281,15 @@ var jobFieldNames = [jobFields]string{
 
 func init() {
 	// appendJob and EncodeSummary write every field of their
-	// types by hand, in this order.
+	// types by hand: appendJob in jobFieldNames's order,
+	// EncodeSummary in field order.
 	t := reflect.TypeFor[Job]()
 	if t.NumField() != jobFields {
 		panic("replay: Job has fields appendJob does not write")
 	}
-	for i, name := range jobFieldNames {
-		if f := t.Field(i); f.Name != name || f.Tag != "" {
-			panic("replay: Job field " + f.Name + " is not what appendJob writes")
+	for _, name := range jobFieldNames {
+		if f, ok := t.FieldByName(name); !ok || f.Tag != "" {
+			panic("replay: Job field " + name + " is not what appendJob writes")
 		}
 	}
 	if len(appendJob(nil, &Job{})) <= jobMinBytes {
@@ -309,11 +312,11 @@ func init() {
 // jobPtrList is the jobs of a snapshot being encoded.
 type jobPtrList []*Job
 
-// EncodeMsgpack writes l exactly as msgpack's reflection encoder writes a
-// []Job (a map per job keyed by field name, in field order, fixed-width
-// numbers, as msgpack.Encoder without options), appending each job's bytes
-// by hand: the snapshot is encoded on the runner's loop, and again by every
-// Digest.
+// EncodeMsgpack writes l as msgpack's reflection encoder writes a slice of
+// a struct with Job's fields in jobFieldNames's order (a map per job keyed
+// by field name, fixed-width numbers, as msgpack.Encoder without options),
+// appending each job's bytes by hand: the snapshot is encoded on the
+// runner's loop, and again by every Digest.
 func (l jobPtrList) EncodeMsgpack(enc *msgpack.Encoder) error {
 	if err := enc.EncodeArrayLen(len(l)); err != nil {
 		return err
@@ -337,7 +340,7 @@ const jobFields = 24
 const jobMinBytes = 128
 
 // appendJob appends the encoding of j: a map of its jobFields fields, keyed
-// by field name in field order.
+// by field name in jobFieldNames's order.
 func appendJob(b []byte, j *Job) []byte {
 	b = mpwrite.AppendMapLen(b, jobFields)
 	b = mpwrite.AppendString(mpwrite.AppendString(b, "ID"), j.ID)

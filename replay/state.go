@@ -34,12 +34,15 @@ func (s JobStatus) String() string {
 // Job is the replayed state of one job or workflow step job that has not
 // completed. Completed jobs leave [State]; their final status lives in the
 // journal's terminal index.
+//
+// The fields are ordered so that the struct has no padding inside it:
+// every pending job is one, and every start copies one. Snapshots encode
+// them in another order, jobFieldNames's.
 type Job struct {
 	ID          string
 	Stream      string // the job's stream: its id, or its workflow's id
 	Handler     string
 	Queue       string
-	Priority    uint8
 	EnqueueSeq  uint64 // seq of job_enqueued: start order among equal priorities (JB-2)
 	AvailableAt int64
 	Retry       record.RetryPolicy
@@ -49,16 +52,7 @@ type Job struct {
 	UniqueKey            string
 	Payload              []byte
 	WorkflowID           string
-	Step                 int32
-	Branch               int32
 
-	Status JobStatus
-	// Attempts counts starts: the attempt number of the latest start.
-	Attempts int32
-	// Consumed counts attempts consumed under DL-6. A start consumes
-	// pessimistically (a crash after attempt_started counts, DL-44); a
-	// release gives the attempt back.
-	Consumed int32
 	// Token is the open attempt's token (seq of its attempt_started), 0 when
 	// no attempt is open.
 	Token     uint64
@@ -67,6 +61,18 @@ type Job struct {
 	NormalAt  int64 // P of the open attempt
 	LastCode  string
 	LastError string
+
+	Step   int32
+	Branch int32
+	// Attempts counts starts: the attempt number of the latest start.
+	Attempts int32
+	// Consumed counts attempts consumed under DL-6. A start consumes
+	// pessimistically (a crash after attempt_started counts, DL-44); a
+	// release gives the attempt back.
+	Consumed int32
+
+	Priority uint8
+	Status   JobStatus
 	// Lost is set by recovery on a job whose attempt was left open by a
 	// crash (DL-44), until its next start.
 	Lost bool

@@ -45,16 +45,21 @@ func Summarize(j *Job) JobSummary {
 // the bytes msgpack.Marshal(&s) gives (keys in field order, empty
 // omitempty fields left out, fixed-width numbers), appended by hand.
 func EncodeSummary(s JobSummary) ([]byte, error) {
+	// The map's length, and the bytes it takes, so that one allocation
+	// of the right size holds them: one is made per finished job.
 	n := 9
-	for _, v := range [...]string{s.LastCode, s.LastError, s.WorkflowID} {
-		if v != "" {
+	size := summaryFixedBytes + mpwrite.StringLen(s.ID) + mpwrite.StringLen(s.Handler) + mpwrite.StringLen(s.Queue)
+	for _, kv := range [...][2]string{{"last_code", s.LastCode}, {"last_error", s.LastError}, {"workflow_id", s.WorkflowID}} {
+		if kv[1] != "" {
 			n++
+			size += mpwrite.StringLen(kv[0]) + mpwrite.StringLen(kv[1])
 		}
 	}
 	if s.MaxAttempts != 0 {
 		n++
+		size += mpwrite.StringLen("max_attempts") + 5
 	}
-	b := make([]byte, 0, 160+len(s.ID)+len(s.Handler)+len(s.Queue)+len(s.LastCode)+len(s.LastError)+len(s.WorkflowID))
+	b := make([]byte, 0, size)
 	b = mpwrite.AppendMapLen(b, n)
 	b = mpwrite.AppendString(mpwrite.AppendString(b, "id"), s.ID)
 	b = mpwrite.AppendString(mpwrite.AppendString(b, "handler"), s.Handler)
@@ -78,6 +83,14 @@ func EncodeSummary(s JobSummary) ([]byte, error) {
 	}
 	return mpwrite.AppendUint64(mpwrite.AppendString(b, "seq"), s.Seq), nil
 }
+
+// summaryFixedBytes is what EncodeSummary always writes besides the
+// id, handler and queue: the map's header (at most 13 keys, one byte),
+// the nine keys written for every summary (fixstrs, a byte of header
+// each) and the six fixed-width numbers among their values.
+const summaryFixedBytes = 1 +
+	9 + len("id"+"handler"+"queue"+"priority"+"status"+"attempts"+"consumed"+"finished_at"+"seq") +
+	2 + 2 + 5 + 5 + 9 + 9 // priority, status: uint8; attempts, consumed: int32; finished_at, seq: 64 bits
 
 // DecodeSummary decodes a terminal-index value, treating it as hostile.
 func DecodeSummary(b []byte) (JobSummary, error) {

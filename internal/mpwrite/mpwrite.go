@@ -77,6 +77,20 @@ func AppendString(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
+// StringLen returns the number of bytes AppendString writes for s.
+func StringLen(s string) int {
+	n := len(s)
+	switch {
+	case n < 32:
+		return 1 + n
+	case n <= math.MaxUint8:
+		return 2 + n
+	case n <= math.MaxUint16:
+		return 3 + n
+	}
+	return 5 + n
+}
+
 // AppendBin appends p as msgpack bin (bin8, bin16, bin32), or nil if p is
 // nil: an empty non-nil slice is an empty bin, not nil.
 func AppendBin(b []byte, p []byte) []byte {

@@ -58,6 +58,9 @@ func TestAppendStringAndBin(t *testing.T) {
 		if got, want := AppendString(nil, s), append(tc.strHeader, s...); !bytes.Equal(got, want) {
 			t.Errorf("string of %d bytes: header % x, want % x", tc.n, got[:len(tc.strHeader)], tc.strHeader)
 		}
+		if got, want := StringLen(s), len(tc.strHeader)+tc.n; got != want {
+			t.Errorf("StringLen of %d bytes: %d, want %d", tc.n, got, want)
+		}
 		if got, want := AppendBin(nil, []byte(s)), append(tc.binHeader, s...); !bytes.Equal(got, want) {
 			t.Errorf("bin of %d bytes: header % x, want % x", tc.n, got[:len(tc.binHeader)], tc.binHeader)
 		}
