@@ -277,10 +277,7 @@ type ledgerEntry struct {
 type Attempt struct {
 	*Start
 
-	ctx   *attemptContext
-	sig   *Signal
-	clk   clock.Clock
-	scope *Scope
+	clk clock.Clock
 
 	c        atomic.Pointer[time.Time] // cooperative deadline, once a reason is recorded
 	returned atomic.Bool
@@ -300,33 +297,31 @@ type Attempt struct {
 	acked time.Time
 
 	// The context, signal and scope, allocated with the attempt.
-	ctxv   attemptContext
-	sigv   Signal
-	scopev Scope
+	ctx   attemptContext
+	sig   Signal
+	scope Scope
 }
 
 // init sets up a zero Attempt in place; its owner holds it ([attempt]).
 func (a *Attempt) init(st *Start, clk clock.Clock, deadline time.Time) {
 	a.Start, a.clk = st, clk
-	cancel := a.ctxv.init(context.Background(), deadline)
-	a.sigv.cancel = cancel
-	a.ctx, a.sig, a.scope = &a.ctxv, &a.sigv, &a.scopev
+	a.sig.cancel = a.ctx.init(context.Background(), deadline)
 }
 
 // Context returns the context handed to the pipeline: cancelled with a
 // [*CancelReason] cause at notification (DL-16), with the deadline of
 // [Attempt.Deadline].
-func (a *Attempt) Context() context.Context { return a.ctx }
+func (a *Attempt) Context() context.Context { return &a.ctx }
 
 // Signal returns the attempt's read-only cancellation (DL-14).
-func (a *Attempt) Signal() *Signal { return a.sig }
+func (a *Attempt) Signal() *Signal { return &a.sig }
 
 // Deadline returns the deadline user code sees: min(P, G) during a
 // shutdown, P otherwise (DL-12). It never grows.
 func (a *Attempt) Deadline() time.Time { d, _ := a.ctx.Deadline(); return d }
 
 // Scope returns the attempt scope (DL-36).
-func (a *Attempt) Scope() *Scope { return a.scope }
+func (a *Attempt) Scope() *Scope { return &a.scope }
 
 // Proceed reports whether the next pipeline stage may start: false once
 // the cooperative deadline C has passed or the owner abandoned the

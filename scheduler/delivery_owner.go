@@ -326,7 +326,7 @@ func (r *Runner) launch(st *Start, acked time.Time) bool {
 		att.returned.Store(true)
 		a.returned = true
 		a.execution = executionNotStarted
-		a.result = interrupted(att.sig)
+		a.result = interrupted(&att.sig)
 		r.startCleanup(a, now, CauseExecutionCancelled)
 		return false
 	}
@@ -392,7 +392,7 @@ func (r *Runner) execute(att *Attempt) {
 		r.execWG.Done()
 		r.results.put(res) // never waits, even once the loop has ended
 	}()
-	res = r.cfg.Execute(att.ctx, att)
+	res = r.cfg.Execute(&att.ctx, att)
 	ended = true
 }
 
@@ -519,7 +519,7 @@ func (r *Runner) abandon(a *attempt, now time.Time, cause Cause) {
 	a.execution = executionAbandoned
 	r.lost[a.att.Token] = &lostExecution{att: a.att}
 	r.q.execs.Add(1)
-	a.result = interrupted(a.att.sig)
+	a.result = interrupted(&a.att.sig)
 	r.startCleanup(a, now, cause)
 }
 
