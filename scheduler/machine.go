@@ -541,7 +541,11 @@ func (m *Machine) Dispatch(now time.Time) Decision {
 		}
 	}
 	if n := min(ready, m.cfg.Workers-m.inflight); n > 0 {
+		// A start is one record and one unit: a burst's decision grew
+		// each slice by doubling, about twice its size in garbage.
 		d.Starts = make([]*Start, 0, n)
+		d.Records = slices.Grow(d.Records, n)
+		d.Units = slices.Grow(d.Units, n+1)
 	}
 	for _, q := range qs {
 		if m.inflight >= m.cfg.Workers {
