@@ -53,8 +53,9 @@ func encodedJob(j *Job) jobEncoded {
 	return e
 }
 
-// RL-7: the mirror used below has every field of Job, with its type, in
-// the order snapshots and digests encode them.
+// RL-7: the mirrors used below have every field of Job, with its type, in
+// the order snapshots and digests encode them, and every field of
+// snapshot.
 func TestRL7_JobEncodingOrderCoversJob(t *testing.T) {
 	jt, et := reflect.TypeFor[Job](), reflect.TypeFor[jobEncoded]()
 	if jt.NumField() != et.NumField() || et.NumField() != len(jobFieldNames) {
@@ -64,6 +65,16 @@ func TestRL7_JobEncodingOrderCoversJob(t *testing.T) {
 		f, ok := jt.FieldByName(name)
 		if e := et.Field(i); e.Name != name || !ok || f.Type != e.Type {
 			t.Fatalf("field %d: jobEncoded %s %v, Job %s %v", i, e.Name, e.Type, name, f.Type)
+		}
+	}
+	st, mt := reflect.TypeFor[snapshot](), reflect.TypeFor[snapshotEncoded]()
+	if st.NumField() != mt.NumField() {
+		t.Fatalf("snapshot has %d fields, snapshotEncoded %d", st.NumField(), mt.NumField())
+	}
+	for i := range st.NumField() {
+		f, m := st.Field(i), mt.Field(i)
+		if f.Name != m.Name || f.Tag != m.Tag || (f.Type != m.Type && f.Name != "Jobs") {
+			t.Fatalf("field %d: snapshot %s %v %q, snapshotEncoded %s %v %q", i, f.Name, f.Type, f.Tag, m.Name, m.Type, m.Tag)
 		}
 	}
 }
@@ -180,8 +191,24 @@ func BenchmarkDecode(b *testing.B) {
 	}
 }
 
+// snapshotEncoded is snapshot with its jobs as jobEncoded: what msgpack's
+// reflection encoder writes for it is what Encode must write.
+type snapshotEncoded struct {
+	Version            int          `msgpack:"v"`
+	LastSeq            uint64       `msgpack:"last_seq"`
+	Completed          int64        `msgpack:"completed"`
+	Paused             []string     `msgpack:"paused"`
+	Jobs               []jobEncoded `msgpack:"jobs"`
+	Runs               runList      `msgpack:"runs"`
+	Unique             []uniqueHold `msgpack:"unique"`
+	Workflows          workflowList `msgpack:"workflows"`
+	Expiries           expiryList   `msgpack:"expiries"`
+	WorkflowsCompleted int64        `msgpack:"workflows_completed"`
+	WorkflowsCancelled int64        `msgpack:"workflows_cancelled"`
+}
+
 func encodeReflect(s *State) []byte {
-	snap := snapshot{
+	snap := snapshotEncoded{
 		Version: snapshotVersion, LastSeq: s.LastSeq,
 		Completed: s.Completed, Runs: s.Runs, Expiries: s.Expiries(),
 		WorkflowsCompleted: s.WorkflowsCompleted, WorkflowsCancelled: s.WorkflowsCancelled,
@@ -194,7 +221,7 @@ func encodeReflect(s *State) []byte {
 	}
 	sort.Strings(snap.Paused)
 	for _, id := range s.JobIDs() {
-		snap.Jobs = append(snap.Jobs, *s.Jobs[id])
+		snap.Jobs = append(snap.Jobs, encodedJob(s.Jobs[id]))
 	}
 	for k, id := range s.Unique {
 		snap.Unique = append(snap.Unique, uniqueHold{Key: k, ID: id})
