@@ -53,9 +53,10 @@ type Options struct {
 
 	// Workers bounds the attempts running at once. Zero means 16; valid
 	// 1..4096. Attempts run on goroutines the engine keeps between
-	// attempts, each with a 32 KiB stack (more if a handler goes deeper):
-	// as many as ever ran at once, so at most Workers × 32 KiB, 128 MiB
-	// at 4096, until the engine closes.
+	// attempts, each with a 32 KiB stack (more if a handler goes deeper),
+	// and the engine keeps each attempt's bookkeeping (576 bytes) for the
+	// next: as many of both as ever ran at once, so at most about
+	// Workers × 33 KiB, 130 MiB at 4096, until the engine closes.
 	Workers int
 	// Queues lists the queues served first, in this order; other queues
 	// follow in name order (JB-2). Empty means name order for all. Each
