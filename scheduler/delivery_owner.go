@@ -352,8 +352,8 @@ func (r *Runner) newOwner() *attempt {
 // retire takes back the owner of a settled attempt. It is cleared now, so
 // that its Attempt goes with the execution that held it and any use of it
 // from here on fails at once, and reused from the loop's next pass
-// (reuseOwners), when no call that had it is still running. An owner was
-// most of what an attempt allocated: about 600 bytes a job.
+// (reuseOwners), when no call that had it is still running. At 576 bytes
+// an owner is the largest allocation a started attempt would make.
 func (r *Runner) retire(a *attempt) {
 	*a = attempt{}
 	r.retired = append(r.retired, a)
