@@ -9,11 +9,11 @@ import (
 	"github.com/quire-dev/quire/journal/record"
 )
 
-// DL-36, DL-38: an owner is reused once its attempt settled (retire), and
-// nothing of the attempt it owned reaches the next one's settlement. The
-// first attempt's scope close fails, which its settlement records as a
-// retryable cleanup failure; the retry runs under the same owner and
-// settles clean.
+// DL-29, DL-36, DL-38: an attempt's owner is reused once its attempt
+// settled (retire), and nothing of the attempt it owned reaches the next
+// one's settlement. The first attempt's scope close fails, which its
+// settlement records as a retryable cleanup failure; the retry runs under
+// the same owner and settles clean.
 func TestDL38_ReusedOwnerCarriesNothingOver(t *testing.T) {
 	type running struct {
 		token   uint64
