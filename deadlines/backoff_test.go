@@ -39,6 +39,13 @@ func TestDL5_Kinds(t *testing.T) {
 		wantDur(t, "linear", linear.Nominal(n), w[1])
 	}
 
+	// exponential: min(base·2^(n−1), cap) exactly, also when the cap lies
+	// less than a doubling step above base·2^(n−1): 2 s is below a cap of
+	// 2 s + 1 ns, so the cap is not reached yet.
+	exp := Backoff{Kind: BackoffExponential, Base: time.Second, Max: 2*time.Second + 1}
+	wantDur(t, "exponential just below the cap", exp.Nominal(2), 2*time.Second)
+	wantDur(t, "exponential capped", exp.Nominal(3), 2*time.Second+1)
+
 	// list: verbatim, no cap, no jitter, last entry repeats.
 	list := Backoff{Kind: BackoffList, Base: time.Second, Max: time.Second, JitterRatio: 0.5,
 		List: []time.Duration{500 * time.Millisecond, 5 * time.Second, 900 * time.Second}}

@@ -208,11 +208,16 @@ func TestDL4_RetryPolicyRanges(t *testing.T) {
 		field string
 	}{
 		{"bad kind", Backoff{Kind: 9, Base: time.Second, Max: time.Minute}, "Backoff"},
+		// The first value past the last kind is not one of DL-4's four.
+		{"kind just past list", Backoff{Kind: BackoffList + 1, Base: time.Second, Max: time.Minute}, "Backoff"},
 		{"base", Backoff{Base: 50 * time.Millisecond, Max: time.Minute}, "BackoffBase"},
 		{"max below base", Backoff{Base: 2 * time.Second, Max: time.Second}, "MaxBackoff"},
 		{"jitter", Backoff{Base: time.Second, Max: time.Minute, JitterRatio: 0.6}, "JitterRatio"},
 		{"list missing", Backoff{Kind: BackoffList, Base: time.Second, Max: time.Minute}, "BackoffList"},
 		{"list ok", Backoff{Kind: BackoffList, Base: time.Second, Max: time.Minute, List: []time.Duration{time.Second}}, ""},
+		// An explicit list is checked whatever the kind: an invalid list is
+		// an invalid value even while another kind ignores it (DL-4).
+		{"list with another kind", Backoff{Base: time.Second, Max: time.Minute, List: []time.Duration{50 * time.Millisecond}}, "BackoffList[0]"},
 	} {
 		err := c.p.Validate()
 		var re *RangeError
