@@ -196,6 +196,9 @@ func TestDL21_OwnerCutoff(t *testing.T) {
 	wantTime(t, "F(29)", root.OwnerCutoff(ts("29s")), ts("29.75s"))
 	// At or after Hr, F = Hr.
 	wantTime(t, "F(31)", root.OwnerCutoff(ts("31s")), ts("30s"))
+	// Three quarters is d*3/4 in integer nanoseconds (DL-1), not (d/4)*3:
+	// with Hr − at = 1 s + 2 ns, d*3/4 = 750 000 001.5 ns, truncated.
+	wantTime(t, "F(Hr − 1 s − 2 ns)", root.OwnerCutoff(ts("28.999999998s")), ts("29.749999999s"))
 
 	b := NewBudget(t0, 30*time.Second, noRoot)
 	wantTime(t, "O for a timeout", b.OwnerCutoff(ReasonDeliveryTimeout, ts("29s"), root), ts("30s"))
@@ -253,6 +256,13 @@ func TestDL22_CooperativeDeadlineTable(t *testing.T) {
 			t.Fatalf("DL-22 row %d: C = t0%+v, want %s", row.id, c.Sub(t0), row.c)
 		}
 	}
+	// C caps O by the root itself: an O found before the root was
+	// installed (row 1, O = 30) gives cap_root(O) = Hr = 29.6 under a later
+	// root, so the window is min(0.6/4, 0.25) = 0.15 and C = 29.15, not
+	// row 1's 29.25 (DL-22, DL-25).
+	wantTime(t, "C of an O found before the root",
+		CooperativeDeadline(ts("29s"), ts("30s"), NewRoot(t0, dur("29.6s"))), ts("29.15s"))
+
 	// Rows 5 and 7 also pin the capped budgets.
 	b5 := NewBudget(ts("-10s"), 50*time.Second, noRoot).CapRoot(NewRoot(t0, 30*time.Second))
 	wantTime(t, "row 5 H", b5.H, ts("30s"))

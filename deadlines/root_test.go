@@ -113,6 +113,15 @@ func TestSD6_ForceDeadline(t *testing.T) {
 	// reserve' = min(reserve, Hr − G) after a shortening.
 	short := root.Shorten(ts("28.5s"))
 	wantTime(t, "force with reserve' = 0.5 s", short.ForceDeadline(ts("20s")), ts("20.5s"))
+	// Installing a root keeps the smaller reserve (SD-5), which bounds the
+	// force deadline with Hr − G: a 1.6 s root anchored at 28.5 s (reserve
+	// 0.4 s) over the 30 s root leaves G 28 and Hr 30 but a reserve of
+	// 0.4 s, so force at 28 ends at 28.4, not at 30.
+	merged := root.Install(NewRoot(ts("28.5s"), dur("1.6s")))
+	wantTime(t, "merged G", merged.G(), ts("28s"))
+	wantTime(t, "merged Hr", merged.Hr(), ts("30s"))
+	wantDur(t, "merged reserve", merged.Reserve(), dur("400ms"))
+	wantTime(t, "force at 28 after the install", merged.ForceDeadline(ts("28s")), ts("28.4s"))
 	// Without a root there is no reserve and no cap.
 	wantTime(t, "no root", noRoot.ForceDeadline(ts("5s")), ts("5s"))
 	wantTime(t, "no root Cap", noRoot.Cap(ts("5s")), ts("5s"))
