@@ -114,6 +114,37 @@ func TestSD31_WorkedCases(t *testing.T) {
 	}
 }
 
+// TestSD30_UnconfirmedBeforeFailure pins SD-30's order where the rapid
+// property below rarely looks: an unconfirmed action is Incomplete even
+// with a failure code (SD-31 f), and owned telemetry that failed to close
+// is Failed without one (SD-29).
+func TestSD30_UnconfirmedBeforeFailure(t *testing.T) {
+	t.Parallel()
+	withCode := func(r Report) Report {
+		r.FailureCode = "X"
+		return r
+	}
+	tests := []struct {
+		name string
+		r    Report
+		want Completion
+	}{
+		{"f no force path, with a code", withCode(withAction(caseA(), ComponentClose, OutcomeTimedOut, OutcomeUnavailable)), Incomplete},
+		{"cancelled by force, no force path, with a code", withCode(withAction(caseA(), ComponentDrain, OutcomeCancelledByForce, OutcomeNotAttempted)), Incomplete},
+		{"timed out, no force path, with a code", withCode(withAction(caseA(), ComponentDrain, OutcomeTimedOut, OutcomeNotAttempted)), Incomplete},
+		{"telemetry close error, no code", func() Report {
+			r := caseA()
+			r.Dependencies.Telemetry = ResourceReport{true, true, true, false}
+			return r
+		}(), Failed},
+	}
+	for _, tt := range tests {
+		if got := Classify(derive(tt.r)); got != tt.want {
+			t.Fatalf("%s: Classify = %s, want %s", tt.name, got, tt.want)
+		}
+	}
+}
+
 // TestSD30_ClassificationOrder checks SD-30's order as properties over any
 // report.
 func TestSD30_ClassificationOrder(t *testing.T) {
