@@ -3,6 +3,7 @@ package replay
 import (
 	"bytes"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -18,6 +19,14 @@ import (
 // snapshotVersion is the version of the snapshot encoding. A snapshot of
 // another version is a cache miss, never an error.
 const snapshotVersion = 1
+
+// ErrSnapshotOutdated marks a sound snapshot that this version does not
+// use: one of another snapshot version, or one written before the state
+// held something this version derives (a pending Delay's arming seq,
+// [Workflow.DelaySeq]). Like a damaged snapshot it is a cache miss: the
+// state is rebuilt from an older snapshot, or from seq 1, and the next
+// snapshot written replaces it. Unlike one it is no sign of damage.
+var ErrSnapshotOutdated = errors.New("replay: snapshot outdated")
 
 // SnapshotJobsMax bounds the jobs one snapshot may hold when decoded.
 const SnapshotJobsMax = 1 << 24
@@ -159,7 +168,7 @@ func Decode(b []byte) (*State, error) {
 		return nil, fmt.Errorf("replay: snapshot: %w: %v", record.ErrCorrupt, err)
 	}
 	if snap.Version != snapshotVersion {
-		return nil, fmt.Errorf("replay: snapshot version %d, want %d", snap.Version, snapshotVersion)
+		return nil, fmt.Errorf("%w: version %d, want %d", ErrSnapshotOutdated, snap.Version, snapshotVersion)
 	}
 	s := New()
 	s.LastSeq, s.Completed = snap.LastSeq, snap.Completed
@@ -189,6 +198,14 @@ func Decode(b []byte) (*State, error) {
 		w := snap.Workflows[i]
 		if _, dup := s.Workflows[w.ID]; dup || w.ID == "" {
 			return nil, fmt.Errorf("replay: snapshot: %w: bad or duplicate workflow id %q", record.ErrCorrupt, w.ID)
+		}
+		if (w.DelayFireAt == 0) != (w.DelaySeq == 0) {
+			if w.DelaySeq == 0 {
+				// Written before DelaySeq existed: the seq that orders
+				// this delay among others due with it (RL-9) is not here.
+				return nil, fmt.Errorf("%w: workflow %q has a pending Delay without the seq that armed it", ErrSnapshotOutdated, w.ID)
+			}
+			return nil, fmt.Errorf("replay: snapshot: %w: workflow %q has a Delay seq without a Delay", record.ErrCorrupt, w.ID)
 		}
 		s.addWorkflow(&w)
 		if w.IdempotencyKey != "" {

@@ -365,3 +365,50 @@ func TestRL6_SnapshotExpiriesOutOfOrderAreCorrupt(t *testing.T) {
 		t.Fatalf("re-encoded differently (%v)", err)
 	}
 }
+
+// TestRL9_SnapshotWithoutDelaySeqIsOutdated: a snapshot whose pending
+// Delay lacks the seq of the step_delayed that armed it was written before
+// the state kept that seq, and one of another snapshot version by another
+// encoding: both are ErrSnapshotOutdated, a cache miss that is no sign of
+// damage. A Delay seq without a Delay is damage.
+func TestRL9_SnapshotWithoutDelaySeqIsOutdated(t *testing.T) {
+	t.Parallel()
+	encode := func(version int, w Workflow) []byte {
+		var buf bytes.Buffer
+		enc := msgpack.NewEncoder(&buf)
+		enc.SetSortMapKeys(true)
+		if err := enc.Encode(&snapshotOut{Version: version, LastSeq: 9, Workflows: workflowList{w}}); err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes()
+	}
+	w := Workflow{ID: "wf_a", Name: "w", Steps: 2, StartSeq: 3, Status: WorkflowRunning,
+		Entered: true, DelayFireAt: 5e9, DelaySeq: 8}
+	b := encode(snapshotVersion, w)
+	got, err := Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := got.Workflows["wf_a"]; g.DelayFireAt != 5e9 || g.DelaySeq != 8 {
+		t.Fatalf("decoded fire_at %d seq %d", g.DelayFireAt, g.DelaySeq)
+	}
+	if again, err := Encode(got); err != nil || !bytes.Equal(again, b) {
+		t.Fatalf("re-encoded differently (%v)", err)
+	}
+
+	old := w
+	old.DelaySeq = 0
+	for name, b := range map[string][]byte{
+		"a Delay without its seq": encode(snapshotVersion, old),
+		"another version":         encode(snapshotVersion+1, w),
+	} {
+		if _, err := Decode(b); !errors.Is(err, ErrSnapshotOutdated) || errors.Is(err, record.ErrCorrupt) {
+			t.Fatalf("%s: Decode = %v, want ErrSnapshotOutdated only", name, err)
+		}
+	}
+	stray := w
+	stray.DelayFireAt = 0
+	if _, err := Decode(encode(snapshotVersion, stray)); !errors.Is(err, record.ErrCorrupt) {
+		t.Fatalf("a Delay seq without a Delay: Decode = %v, want ErrCorrupt", err)
+	}
+}

@@ -104,9 +104,15 @@ type Workflow struct {
 	// Progress of the current step.
 	Entered     bool  // the step's entry records are in the journal
 	DelayFireAt int64 // a pending Delay (WF-5), 0 none
-	Wait        *Wait // the wait parked on, nil none
-	Branches    []BranchOutput
-	Child       string // the current SubWorkflow step's child
+	// DelaySeq is the seq of the step_delayed that armed DelayFireAt:
+	// delays due at one instant fire in (instant, this seq) order (RL-9).
+	// Set exactly when DelayFireAt is, and omitted from the encoding when
+	// zero, so that states without a pending Delay encode as before it
+	// existed.
+	DelaySeq uint64 `msgpack:",omitempty"`
+	Wait     *Wait  // the wait parked on, nil none
+	Branches []BranchOutput
+	Child    string // the current SubWorkflow step's child
 
 	Signals []Signal // stored, unconsumed, oldest first
 }
@@ -153,7 +159,7 @@ func (s *State) WorkflowIDs() []string {
 
 func (w *Workflow) clearProgress() {
 	w.Entered = false
-	w.DelayFireAt = 0
+	w.DelayFireAt, w.DelaySeq = 0, 0
 	w.Wait = nil
 	w.Branches = nil
 	w.Child = ""
@@ -250,7 +256,7 @@ func applyWorkflow(s *State, r record.Record) (bool, error) {
 		if err != nil {
 			return true, err
 		}
-		w.DelayFireAt = b.FireAt
+		w.DelayFireAt, w.DelaySeq = b.FireAt, r.Seq
 		w.Entered = true
 	case *record.WorkflowWaiting:
 		w, err := active(s, b.WorkflowID, b.Step)
@@ -319,7 +325,7 @@ func applyWorkflow(s *State, r record.Record) (bool, error) {
 		w.Status = WorkflowFailed
 		w.Error = b.Error
 		w.FailedAt = b.At
-		w.DelayFireAt = 0
+		w.DelayFireAt, w.DelaySeq = 0, 0
 		w.Wait = nil
 	case *record.WorkflowCancelled:
 		w, err := workflow(s, b.WorkflowID)

@@ -13,7 +13,7 @@ type entry struct {
 	id       string
 	gen      uint64
 	priority uint8
-	seq      uint64 // enqueue seq
+	seq      uint64 // enqueue seq; a Delay step's: its step_delayed
 	at       int64  // available at
 	step     int32  // a Delay step's index
 }

@@ -1505,10 +1505,11 @@ func (m *Machine) settleWait(d *Decision, now time.Time, w *replay.Workflow) {
 	}
 }
 
-// delay timers of Delay steps: entries keyed by (fire at, workflow start
-// seq), valid while the workflow still waits on that delay.
+// delay timers of Delay steps: entries keyed by (fire at, seq of the
+// step_delayed that armed it) as RL-9 orders them, valid while the
+// workflow still waits on that delay.
 func (m *Machine) armDelay(w *replay.Workflow) {
-	heapPush(&m.x.delays, entry{id: w.ID, at: w.DelayFireAt, seq: w.StartSeq, step: w.Step})
+	heapPush(&m.x.delays, entry{id: w.ID, at: w.DelayFireAt, seq: w.DelaySeq, step: w.Step})
 }
 
 func (m *Machine) delayValid(e entry) (*replay.Workflow, bool) {

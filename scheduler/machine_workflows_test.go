@@ -116,6 +116,56 @@ func TestRL9_DelaysDueAtOneInstantFireInArmOrder(t *testing.T) {
 	b.replayed()
 }
 
+// RL-9, WF-5: Delay steps due at one instant fire in the order of the
+// step_delayed records that armed them, not of their workflows' starts:
+// "late" starts first and arms its delay at its first step, "early" arms
+// its own after a step that ran for 10 minutes. Both are due at 1h, and
+// late's delay fires first, live and after a restart that re-arms both
+// from the replayed state; so do the step jobs they enqueue (JB-2).
+func TestRL9_DelaysDueTogetherFireInArmOrderNotStartOrder(t *testing.T) {
+	t.Parallel()
+	defs := []*WorkflowDef{
+		{Name: "early", Hash: "hearly", Steps: []StepDef{
+			defThen("x"), {Kind: StepDelay, Name: "delay_1", Delay: 50 * time.Minute}, defThen("a"),
+		}},
+		delayThen("late", time.Hour),
+	}
+	b := defsBundle(t, nil, defs)
+	early := b.startFlow(t0, "early")
+	late := b.startFlow(t0, "late")
+	st := b.dispatch(t0)
+	if len(st) != 1 || st[0].Job.WorkflowID != early {
+		t.Fatalf("started %v, want early's first step", ids(st))
+	}
+	d := b.settle(ts(10*time.Minute), Result{Token: st[0].Token})
+	wantKinds(t, d, record.KindAttemptSucceeded, record.KindStepCompleted, record.KindStepDelayed)
+	for _, w := range []string{early, late} {
+		if at := b.m.State().Workflows[w].DelayFireAt; at != ts(time.Hour).UnixNano() {
+			t.Fatalf("%s fire_at %v, want t0+1h", w, time.Unix(0, at))
+		}
+	}
+	want := []string{late, early}
+	check := func(name string, b *testBundle) {
+		t.Helper()
+		d := b.take(b.m.Dispatch(ts(time.Hour)))
+		var fired, started []string
+		for _, sc := range bodies[*record.StepCompleted](d, record.KindStepCompleted) {
+			fired = append(fired, sc.WorkflowID)
+		}
+		for _, st := range d.Starts {
+			started = append(started, st.Job.WorkflowID)
+		}
+		if !slices.Equal(fired, want) || !slices.Equal(started, want) {
+			t.Fatalf("%s: delays fired in order %v and their jobs started in order %v, want %v (arm order)",
+				name, fired, started, want)
+		}
+		b.replayed()
+	}
+	restarted := defsBundle(t, append(slices.Clone(b.init), b.recs...), defs)
+	check("live", b)
+	check("after a restart", restarted)
+}
+
 // RL-9, WF-5: a Delay step recorded by an earlier run fires in this one:
 // the machine arms it from the replayed state.
 func TestRL9_RecordedDelayFiresAfterRestart(t *testing.T) {
