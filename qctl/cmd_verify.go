@@ -112,6 +112,7 @@ type verifier struct {
 	snapsCompared int             // snapshots compared with replay
 	snapsStored   int             // snapshots stored, bad ones included
 	snapsSetAside int             // snapshots not compared: a stream was set aside before them
+	snapsOutdated int             // snapshots not compared: sound, but outdated (replay.ErrSnapshotOutdated)
 	setAside      []*damage       // the streams replay set aside, by stream
 	stopped       bool            // damage stopped the passes: checks without a problem are incomplete
 
@@ -181,7 +182,8 @@ func (c *verifyCmd) Run(x *runCtx) error {
 	// Problems in check order: the journal's first, then replay's.
 	out := &verifier{dropped: jv.rep.Dropped + v.dropped, rep: &jv.rep,
 		replayed: res.replayed, replayStop: res.replayStop, indexChecked: res.indexChecked,
-		snapsCompared: res.snapsCompared, snapsStored: res.snapsStored, snapsSetAside: res.snapsSetAside, setAside: res.setAside}
+		snapsCompared: res.snapsCompared, snapsStored: res.snapsStored, snapsSetAside: res.snapsSetAside,
+		snapsOutdated: res.snapsOutdated, setAside: res.setAside}
 	for _, p := range jv.rep.Problems {
 		if res.snapFiled[problemKey{p.Seq, p.Reason}] {
 			continue // a bad snapshot: the replay pass filed it under snapshots
@@ -324,6 +326,10 @@ func (c *verifyCmd) replayPass(x *runCtx, j *journal.Journal, v *verifier) (*ver
 		}
 		st, err := replay.Decode(s.State)
 		switch {
+		case errors.Is(err, replay.ErrSnapshotOutdated):
+			// An older version's snapshot: the engine's Open passes it
+			// over as a cache miss, and so does this check.
+			res.snapsOutdated++
 		case err != nil:
 			v.add(problem{Check: checkSnapshots, Seq: s.Seq, Reason: fmt.Sprintf("snapshot does not decode: %v", err)})
 		case st.LastSeq != s.Seq:
@@ -599,10 +605,14 @@ func (x *runCtx) verifyReport(dir string, v *verifier) error {
 		}
 		switch check {
 		case checkSnapshots:
+			text := fmt.Sprintf("ok (%d stored, %d compared with replay", v.snapsStored, v.snapsCompared)
 			if v.snapsSetAside > 0 {
-				return fmt.Sprintf("ok (%d stored, %d compared with replay, %d after a stream set aside)", v.snapsStored, v.snapsCompared, v.snapsSetAside)
+				text += fmt.Sprintf(", %d after a stream set aside", v.snapsSetAside)
 			}
-			return fmt.Sprintf("ok (%d stored, %d compared with replay)", v.snapsStored, v.snapsCompared)
+			if v.snapsOutdated > 0 {
+				text += fmt.Sprintf(", %d outdated, not used", v.snapsOutdated)
+			}
+			return text + ")"
 		case checkIndex:
 			return fmt.Sprintf("ok (%d entries, %d checked against replay%s)", rep.IndexEntries, v.indexChecked, partial)
 		case checkReplay:
@@ -649,7 +659,7 @@ func (x *runCtx) verifyReport(dir string, v *verifier) error {
 			o = append(o, member{"first_seq", rep.FirstSeq}, member{"last_seq", rep.LastSeq}, member{"records", rep.Records},
 				member{"bytes", rep.Bytes}, member{"streams", rep.Streams}, member{"snapshots", v.snapsStored},
 				member{"index_entries", rep.IndexEntries}, member{"replayed", v.replayed}, member{"index_checked", v.indexChecked},
-				member{"snapshots_compared", v.snapsCompared})
+				member{"snapshots_compared", v.snapsCompared}, member{"snapshots_outdated", v.snapsOutdated})
 		}
 		o = append(o, member{"checks", checks})
 		if v.replayStop != "" {
