@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -253,6 +254,23 @@ func TestPrepareRefusals(t *testing.T) {
 	if _, err := Prepare(r, p.Size()-1); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("record one byte over the cap: %v", err)
 	}
+	// What the writer accepts at the cap, the reader accepts under the
+	// same cap (RL-11): a journal never refuses a record it wrote.
+	val, _ := AppendEnvelope(nil, 1, 0, 1, p)
+	if _, err := ParseEnvelope(1, val, len(val)); err != nil {
+		t.Fatalf("envelope of exactly the cap refused on read: %v", err)
+	}
+	if _, err := ParseEnvelope(1, val, len(val)-1); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("envelope one byte over the cap on read: %v, want ErrCorrupt", err)
+	}
+	// A stream id of exactly StreamIDBytesMax bytes is valid (RL-11) and
+	// reads back whole.
+	id := strings.Repeat("s", StreamIDBytesMax)
+	p = mustPrepare(t, Record{Stream: id, Body: &WorkflowPaused{WorkflowID: "wf_a"}})
+	val, _ = AppendEnvelope(nil, 1, 0, 1, p)
+	if env, err := ParseEnvelope(1, val, RecordBytesMaxDefault); err != nil || env.Stream != id {
+		t.Fatalf("127-byte stream id: stream %q, %v", env.Stream, err)
+	}
 }
 
 // TestLogKey checks the key layout and its parse.
@@ -353,6 +371,17 @@ func TestEnvelopeVersionFollowsTheBody(t *testing.T) {
 		{"run_started", &RunStarted{RunID: "run_1"}, 1},
 		{"workflow_started without on_deadline", &WorkflowStarted{WorkflowID: "wf_1", Name: "w", DeadlineAt: 5}, 1},
 		{"workflow_started with on_deadline", &WorkflowStarted{WorkflowID: "wf_1", Name: "w", DeadlineAt: 5, OnDeadline: "h"}, 2},
+		// The other fields new in version 2 (see Version): each one, when
+		// set, makes a build that reads only version 1 refuse the record as
+		// newer instead of failing its decode as corruption.
+		{"attempt_buried", &AttemptBuried{Outcome: Outcome{JobID: "job_1", Token: 7}}, 1},
+		{"attempt_buried final", &AttemptBuried{Outcome: Outcome{JobID: "job_1", Token: 7}, Final: true}, 2},
+		{"job_buried", &JobBuried{JobID: "job_1", Error: "boom"}, 1},
+		{"job_buried final", &JobBuried{JobID: "job_1", Error: "boom", Final: true}, 2},
+		{"workflow_completed", &WorkflowCompleted{WorkflowID: "wf_1"}, 1},
+		{"workflow_completed archiving buried jobs", &WorkflowCompleted{WorkflowID: "wf_1", ArchiveBuried: true}, 2},
+		{"workflow_cancelled", &WorkflowCancelled{WorkflowID: "wf_1"}, 1},
+		{"workflow_cancelled archiving buried jobs", &WorkflowCancelled{WorkflowID: "wf_1", ArchiveBuried: true}, 2},
 	} {
 		val, _ := AppendEnvelope(nil, 1, 0, 1, mustPrepare(t, Record{Stream: "wf_1", Body: c.body}))
 		if val[2] != c.want {
@@ -366,8 +395,8 @@ func TestEnvelopeVersionFollowsTheBody(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: decode: %v", c.name, err)
 		}
-		if w, ok := got.Body.(*WorkflowStarted); ok && w.OnDeadline != c.body.(*WorkflowStarted).OnDeadline {
-			t.Errorf("%s: on_deadline %q after a round trip", c.name, w.OnDeadline)
+		if !reflect.DeepEqual(got.Body, c.body) {
+			t.Errorf("%s: %+v after a round trip, want %+v", c.name, got.Body, c.body)
 		}
 	}
 }
