@@ -158,6 +158,28 @@ func TestDecodeValueTimestamps(t *testing.T) {
 			t.Errorf("DecodeValue(%x) = %v, want ErrCorrupt", raw, err)
 		}
 	}
+	// Nanoseconds of 10^9 or more are refused whatever the target, not
+	// only where the data would misread as a map: such a timestamp is a
+	// second encoding of the instant one second later.
+	for _, raw := range [][]byte{
+		{0xc7, 12, 0xff, 0x3b, 0x9a, 0xca, 0x00, 0, 0, 0, 0, 0x83, 0xaa, 0x7e, 0x80}, // 96-bit, nanoseconds 10^9
+		{0xd7, 0xff, 0xee, 0x6b, 0x28, 0x00, 0x83, 0xaa, 0x7e, 0x80},                 // 64-bit, nanoseconds 10^9
+	} {
+		var got time.Time
+		if err := DecodeValue(raw, &got); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("DecodeValue(%x) into a time = %v, %v; want ErrCorrupt", raw, got, err)
+		}
+		var v any
+		if err := DecodeValue(raw, &v); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("DecodeValue(%x) into any = %v, %v; want ErrCorrupt", raw, v, err)
+		}
+	}
+	// The largest valid nanoseconds still decode.
+	raw := []byte{0xc7, 12, 0xff, 0x3b, 0x9a, 0xc9, 0xff, 0, 0, 0, 0, 0x83, 0xaa, 0x7e, 0x80}
+	var got time.Time
+	if err := DecodeValue(raw, &got); err != nil || !got.Equal(when.Add(time.Second-time.Nanosecond)) {
+		t.Errorf("DecodeValue(%x) = %v, %v; want %v", raw, got, err, when.Add(time.Second-time.Nanosecond))
+	}
 }
 
 func TestDecodeValueRefusals(t *testing.T) {

@@ -328,6 +328,20 @@ func TestEncodeValueMapOrder(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Fatalf("got  %x\nwant %x", got, want)
 	}
+	// Keys that encode equally are ordered by their values on every call,
+	// whatever order Go's map iteration gives them that time: equal values
+	// give equal bytes (spec/reliability.md §3.7), so unique keys (JB-5)
+	// built from them match.
+	tied := map[any]int{int64(9): 7, int8(9): 8}
+	for i := range 64 {
+		got, err := EncodeValue(tied)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []byte{0x82, 0x09, 0x07, 0x09, 0x08}; !bytes.Equal(got, want) {
+			t.Fatalf("call %d: got %x, want %x", i, got, want)
+		}
+	}
 
 	type payload struct {
 		Zeta  int
