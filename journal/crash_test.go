@@ -7,10 +7,12 @@ import (
 	"path"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
+	"github.com/quire-dev/quire/clock/clocktest"
 	"github.com/quire-dev/quire/journal/record"
 )
 
@@ -313,4 +315,32 @@ func TestT3_WALFaultFailStop(t *testing.T) { // RL-2
 	forSeeds(t, 50, func(t *testing.T, seed uint64) {
 		runCrash(t, seed, crashCfg{recsMin: 1, recsMax: 4, index: seed%2 == 0, walFault: true})
 	})
+}
+
+// TestRL2_FailedCommitAcknowledgesNothing fails the WAL under one append
+// and checks that the journal's acknowledged position stays where the last
+// synced group left it: LastSeq does not count the failed group's records,
+// and Wait reports the fail-stop instead of announcing them (RL-1, RL-2).
+func TestRL2_FailedCommitAcknowledgesNothing(t *testing.T) { // RL-1, RL-2
+	t.Parallel()
+	toggle := &errorfs.Toggle{Injector: walInjector("db")}
+	clk := clocktest.New(epoch)
+	j := openJ(t, errorfs.Wrap(vfs.NewMem(), toggle), "db", Options{Clock: clk})
+	defer closeJ(j)
+	mustAppend(t, j, debugRec("wf_a", "1"), debugRec("wf_b", "2"))
+	at := j.LastAt()
+	clk.Set(epoch.Add(time.Hour))
+	toggle.On()
+	if seqs, err := j.Append(context.Background(), debugRec("wf_a", "3")); !errors.Is(err, ErrFailStop) {
+		t.Fatalf("append on a failed WAL: seqs %v, err %v; want ErrFailStop", seqs, err)
+	}
+	if last := j.LastSeq(); last != 2 {
+		t.Fatalf("LastSeq %d after a failed commit, want 2 (the last synced seq)", last)
+	}
+	if j.LastAt() != at {
+		t.Fatalf("LastAt %d after a failed commit, want %d", j.LastAt(), at)
+	}
+	if s, err := j.Wait(context.Background(), 2); !errors.Is(err, ErrFailStop) {
+		t.Fatalf("Wait past the last synced seq: %d, %v; want ErrFailStop", s, err)
+	}
 }
