@@ -13,6 +13,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/quire-dev/quire/clock/clocktest"
 	"github.com/quire-dev/quire/journal/record"
 )
 
@@ -295,6 +296,21 @@ func TestT7_EnvelopeAndChain(t *testing.T) { // RL-5
 		{"delete an s/ entry", func(t *testing.T, db *pebble.DB) {
 			_ = db.Delete(appendStreamKey(nil, "wf_4", 5), pebble.Sync)
 		}, 5, "wf_4", "no s/ index entry", ""},
+		// Journal time is monotone (RL-9): a record whose At goes back
+		// breaks the order, even with its checksum and chain intact.
+		{"move an At back", func(t *testing.T, db *pebble.DB) {
+			reseal(t, db, 12, func(e *record.Envelope) { e.At-- })
+			env, err := record.ParseEnvelope(12, rawGet(t, db, record.LogKey(12)), record.RecordBytesMaxDefault)
+			if err != nil {
+				t.Fatal(err)
+			}
+			reseal(t, db, 13, func(e *record.Envelope) { e.PrevSum = env.Sum })
+		}, 12, "wf_1", "before the previous", "wf_1"},
+		// Seq 1 chains to the engine id (§4.1): a log put under another
+		// store's metadata, as by a mixed-up restore, breaks at its start.
+		{"move the log under another engine id", func(t *testing.T, db *pebble.DB) {
+			_ = db.Set([]byte(metaEngine), []byte("01J9Z3W8Q5B6X4T2N7M0K1R8HC"), pebble.Sync)
+		}, 1, "wf_0", "chain", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -324,7 +340,7 @@ func TestT7_EnvelopeAndChain(t *testing.T) { // RL-5
 			it = j.Scan(c.seq, c.seq)
 			it.Next()
 			check("Scan from the damaged seq", it.Close())
-			if _, err := j.Get(c.seq); c.reason != "chain" {
+			if _, err := j.Get(c.seq); c.reason != "chain" && c.reason != "before the previous" { // Get checks no neighbour
 				check("Get", err)
 			}
 			rep, err := j.Verify()
@@ -358,6 +374,48 @@ func TestT7_EnvelopeAndChain(t *testing.T) { // RL-5
 	}
 }
 
+// TestT7_VerifyFindsWhatScansCannot: Verify's problems name damage that a
+// scan of the log alone does not reach (RL-5, §4.2): an s/ entry whose
+// record names another stream (the reverse direction), each s/ entry of a
+// range of missing records, and a record whose checksum holds but whose
+// payload does not decode.
+func TestT7_VerifyFindsWhatScansCannot(t *testing.T) { // RL-5
+	t.Parallel()
+	cases := []struct {
+		name string
+		edit func(t *testing.T, db *pebble.DB)
+		want []Problem // Reason: a part of it
+	}{
+		{"an extra s/ entry naming another stream", func(t *testing.T, db *pebble.DB) {
+			_ = db.Set(appendStreamKey(nil, "wf_3", 8), nil, pebble.Sync)
+		}, []Problem{{8, "wf_3", `names stream "wf_3", record names "wf_2"`}}},
+		{"two records missing", func(t *testing.T, db *pebble.DB) {
+			_ = db.Delete(record.LogKey(12), pebble.Sync)
+			_ = db.Delete(record.LogKey(13), pebble.Sync)
+		}, []Problem{{12, "wf_1", "records 12..13 missing"}, {13, "wf_2", "s/ index entry without its record"}}},
+		{"a valid checksum over a payload that does not decode", func(t *testing.T, db *pebble.DB) {
+			reseal(t, db, 30, func(e *record.Envelope) { e.Payload = []byte{0xc1} })
+		}, []Problem{{30, "wf_4", "decode"}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			j := t7Edited(t, c.edit)
+			defer func() { _ = j.Close() }()
+			rep, err := j.Verify()
+			expectCorrupt(t, "Verify", err)
+			if len(rep.Problems) != len(c.want) {
+				t.Fatalf("problems %+v, want %d", rep.Problems, len(c.want))
+			}
+			for i, w := range c.want {
+				p := rep.Problems[i]
+				if p.Seq != w.Seq || p.Stream != w.Stream || !strings.Contains(p.Reason, w.Reason) {
+					t.Fatalf("problem %d: %+v, want seq %d stream %q mentioning %q", i, p, w.Seq, w.Stream, w.Reason)
+				}
+			}
+		})
+	}
+}
+
 // A quarantining scan reads past damage it can attribute to a stream
 // through the s/ index, reporting each damaged seq with its stream, and
 // still ends at damage that leaves the order untrustworthy (RL-5, §4.4).
@@ -382,6 +440,17 @@ func TestT7_QuarantiningScan(t *testing.T) { // RL-5
 		{"a valid checksum over an unknown kind", func(t *testing.T, db *pebble.DB) {
 			reseal(t, db, 23, func(e *record.Envelope) { e.Kind = 250 })
 		}, map[uint64]string{23: "wf_2"}, 0},
+		// A record whose checksum holds but whose payload does not decode
+		// is damaged alone: the chain goes on from its checksum, so the
+		// record after it, chained to it, reads as sound.
+		{"a valid checksum over a payload that does not decode", func(t *testing.T, db *pebble.DB) {
+			reseal(t, db, 29, func(e *record.Envelope) { e.Payload = []byte{0xc1} })
+			env, err := record.ParseEnvelope(29, rawGet(t, db, record.LogKey(29)), record.RecordBytesMaxDefault)
+			if err != nil {
+				t.Fatal(err)
+			}
+			reseal(t, db, 30, func(e *record.Envelope) { e.PrevSum = env.Sum })
+		}, map[uint64]string{29: "wf_3"}, 0},
 		{"drop a middle record", func(t *testing.T, db *pebble.DB) {
 			_ = db.Delete(record.LogKey(12), pebble.Sync)
 		}, nil, 12},
@@ -462,5 +531,37 @@ func TestT7_QuarantiningScanRefusesEngineStream(t *testing.T) { // RL-5
 	var ce *CorruptError
 	if err := it.Close(); !errors.As(err, &ce) || ce.Seq != 2 || ce.Stream != record.EngineStream || n != 1 {
 		t.Fatalf("scan read %d records and ended with %v, want a *CorruptError at seq 2 in the engine stream", n, err)
+	}
+}
+
+// TestOpenRefusesADamagedTail: the next record chains to the last one, so
+// a read-write Open refuses a journal whose last record fails its checks,
+// with a *CorruptError naming its seq and stream, and appends nothing; a
+// read-only Open goes on so that Verify can report the damage (RL-5).
+func TestOpenRefusesADamagedTail(t *testing.T) { // RL-5
+	t.Parallel()
+	fs := vfs.NewMem()
+	j := openJ(t, fs, "db", Options{})
+	mustAppend(t, j, debugRec("wf_a", "1"), debugRec("wf_b", "2"), debugRec("wf_c", "3"))
+	_ = j.Close()
+	rawEdit(t, fs, "db", func(db *pebble.DB) {
+		v := rawGet(t, db, record.LogKey(3))
+		v[len(v)-6] ^= 0x20
+		_ = db.Set(record.LogKey(3), v, pebble.Sync)
+	})
+	_, err := Open("db", Options{FS: fs, Clock: clocktest.New(epoch)})
+	var ce *CorruptError
+	if !errors.As(err, &ce) || ce.Seq != 3 || ce.Stream != "wf_c" {
+		t.Fatalf("read-write Open over a damaged tail: %v, want a *CorruptError at seq 3 stream wf_c", err)
+	}
+	j = openJ(t, fs, "db", Options{ReadOnly: true})
+	defer func() { _ = j.Close() }()
+	if j.LastSeq() != 3 {
+		t.Fatalf("read-only LastSeq %d, want 3", j.LastSeq())
+	}
+	rep, err := j.Verify()
+	expectCorrupt(t, "Verify", err)
+	if rep.Records != 2 || len(rep.Problems) != 1 || rep.Problems[0].Seq != 3 || rep.Problems[0].Stream != "wf_c" {
+		t.Fatalf("Verify: %+v", rep)
 	}
 }
