@@ -3,6 +3,7 @@ package journal
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -536,6 +537,41 @@ func TestOpenRefusesAWALDamagedBeforeAcknowledgedRecords(t *testing.T) {
 	closeJ(j)
 }
 
+// TestWALSyncProofNeedsAnOffsetBeyondTheDamage: a valid WAL-sync chunk
+// after an invalid one proves the invalid one was synced, and so damaged
+// rather than torn, only when the offset it records as synced lies beyond
+// the start of the invalid chunk (§2.1). A chunk that records exactly that
+// offset as synced says the invalid chunk was not synced yet: a torn write,
+// which Open must accept (RL-3).
+func TestWALSyncProofNeedsAnOffsetBeyondTheDamage(t *testing.T) { // RL-3, RL-5
+	t.Parallel()
+	const logNum, invalid = 7, 40
+	chunk := func(synced uint64) []byte {
+		payload := []byte("batch")
+		c := make([]byte, walSyncHeaderBytes, walSyncHeaderBytes+len(payload))
+		binary.LittleEndian.PutUint16(c[4:], uint16(len(payload)))
+		c[6] = 9 // full chunk, WAL-sync encoding
+		binary.LittleEndian.PutUint32(c[7:], logNum)
+		binary.LittleEndian.PutUint64(c[11:], synced)
+		c = append(c, payload...)
+		binary.LittleEndian.PutUint32(c[0:], walChecksum(c[6:]))
+		return c
+	}
+	for _, c := range []struct {
+		synced uint64
+		proof  bool
+	}{{invalid - 1, false}, {invalid, false}, {invalid + 1, true}} {
+		b := append(make([]byte, 64), chunk(c.synced)...)
+		if _, ok := walChunkAt(b, 64, logNum); !ok {
+			t.Fatal("the test's chunk does not parse")
+		}
+		got, found := syncProofAfter(b, invalid+1, logNum, invalid)
+		if found != c.proof || (found && got != c.synced) {
+			t.Errorf("synced offset %d after damage at %d: proof %v (%d), want %v", c.synced, invalid, found, got, c.proof)
+		}
+	}
+}
+
 // TestOpenLockedIsTyped: a directory another open journal holds is
 // refused with ErrLocked before anything in it is read, read-only too, and
 // opens once that journal is closed.
@@ -910,6 +946,33 @@ func TestAtMonotone(t *testing.T) { // RL-9
 	}
 }
 
+// TestRL9_AtMonotoneAcrossReopen: journal time stays monotone across a
+// restart. A journal reopened under a clock behind its last record stamps
+// the next record with the last record's At, never earlier (RL-9), and the
+// log still scans and verifies.
+func TestRL9_AtMonotoneAcrossReopen(t *testing.T) { // RL-9
+	t.Parallel()
+	fs := vfs.NewMem()
+	j := openJ(t, fs, "db", Options{Clock: clocktest.New(epoch.Add(time.Hour))})
+	mustAppend(t, j, debugRec("wf_a", "1"))
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	j = openJ(t, fs, "db", Options{Clock: clocktest.New(epoch)}) // the clock stepped back an hour
+	defer func() { _ = j.Close() }()
+	if got, want := j.LastAt(), epoch.Add(time.Hour).UnixNano(); got != want {
+		t.Fatalf("LastAt after reopen %d, want %d", got, want)
+	}
+	mustAppend(t, j, debugRec("wf_a", "2"))
+	recs := scanAll(t, j)
+	if len(recs) != 2 || recs[1].At != recs[0].At {
+		t.Fatalf("records %+v: want the second at the first's At %d", recs, epoch.Add(time.Hour).UnixNano())
+	}
+	if rep, err := j.Verify(); err != nil || !rep.OK() {
+		t.Fatalf("Verify: %+v, %v", rep, err)
+	}
+}
+
 func TestWait(t *testing.T) {
 	t.Parallel()
 	j := openJ(t, vfs.NewMem(), "db", Options{})
@@ -1227,6 +1290,47 @@ func TestSnapshots(t *testing.T) { // spec §4.3
 	}
 	if rep, err := j.Verify(); err != nil || rep.Snapshots != 1 {
 		t.Fatalf("Verify after deleting the bad snapshot: %+v, %v", rep, err)
+	}
+}
+
+// TestSnapshotBoundToItsRecord: a snapshot records the crc of the record
+// it follows, so a snapshot whose own envelope is intact is still ignored
+// once that record was rewritten (spec §4.3: verified on read by its CRC
+// and record N's crc), and Verify reports it.
+func TestSnapshotBoundToItsRecord(t *testing.T) { // spec §4.3
+	t.Parallel()
+	fs := vfs.NewMem()
+	j := openJ(t, fs, "db", Options{})
+	mustAppend(t, j, debugRec("wf_a", "1"), debugRec("wf_a", "2"))
+	if err := j.WriteSnapshot(context.Background(), 2, []byte("state@2")); err != nil {
+		t.Fatal(err)
+	}
+	_ = j.Close()
+	// Record 2 rewritten with a valid checksum and chain: only the
+	// snapshot's record sum can tell.
+	rawEdit(t, fs, "db", func(db *pebble.DB) {
+		reseal(t, db, 2, func(e *record.Envelope) { e.At++ })
+	})
+	j = openJ(t, fs, "db", Options{ReadOnly: true})
+	defer func() { _ = j.Close() }()
+	it := j.Snapshots()
+	if !it.Next() {
+		t.Fatalf("no snapshot: %v", it.Err())
+	}
+	s := it.Snapshot()
+	var ce *CorruptError
+	if !errors.As(s.Err, &ce) || ce.Seq != 2 || !strings.Contains(s.Err.Error(), "taken after a record with crc") || s.State != nil {
+		t.Fatalf("snapshot after a rewritten record: %+v, want a *CorruptError at seq 2 and no state", s)
+	}
+	if it.Next() {
+		t.Fatalf("a second snapshot: %+v", it.Snapshot())
+	}
+	if err := it.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := j.Verify()
+	if !errors.Is(err, ErrCorrupt) || rep.Snapshots != 0 || len(rep.Problems) != 1 || rep.Problems[0].Seq != 2 {
+		t.Fatalf("Verify: %+v, %v; want one problem, the snapshot at seq 2", rep, err)
 	}
 }
 
