@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/quire-dev/quire/deadlines"
@@ -250,4 +251,42 @@ func TestSD3_HarnessRootIsNoShutdown(t *testing.T) {
 	if got := len(b.eng.roots); got != n {
 		t.Fatalf("an install after the shutdown reached the engine: %d roots, want %d", got, n)
 	}
+}
+
+// TestSD11_CloseEvidenceIsJoinedBeforePhaseFive: quire's own call of phase
+// 4 is joined on its force path, never abandoned (SD-11): a CloseEvidence
+// that runs on past its force deadline, its ctx cancelled, holds phase 4
+// open until it returns, and phase 5 starts only then (here with no time
+// left to close the owned resources).
+func TestSD11_CloseEvidenceIsJoinedBeforePhaseFive(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := setup(t, func(b *testBundle) {
+			b.eng.closeEv.block = true
+			b.eng.closeEv.ignoreCtx = true
+			b.owned("db")
+		})
+		endOnCleanup(t, b, &b.eng.closeEv)
+		b.c.Initiate(TriggerSigterm)
+		ctx := b.entered(&b.eng.closeEv)
+		if err := b.c.Force(TriggerAPI); err != nil {
+			t.Fatalf("Force = %v", err)
+		}
+		synctest.Wait()
+		end, ok := b.clk.Next()
+		if !ok || !end.Before(ts(sec(30))) {
+			t.Fatalf("force deadline at t0%+v (armed %v), want one before Hr", end.Sub(t0), ok)
+		}
+		b.clk.Advance(end.Sub(b.clk.Now()))
+		<-ctx.Done()
+		synctest.Wait()
+		if recs := b.jrn.records(); slices.ContainsFunc(recs, func(r string) bool {
+			return r == "finished close_evidence cancelled_by_force/timed_out" || r == "started release_resources"
+		}) {
+			t.Fatalf("records %q while CloseEvidence still ran", recs)
+		}
+		b.eng.closeEv.release <- nil
+		rep, _ := b.finish()
+		wantActions(t, rep, "admission completed/not_attempted", "drain completed/not_attempted",
+			"close cancelled_by_force/timed_out", "owned-resources timed_out/not_attempted")
+	})
 }
