@@ -216,6 +216,9 @@ func TestDL6_ConsumedAccounting(t *testing.T) {
 	want(JobBuried, 3, 2)
 	b.add("job_a", &record.JobRequeued{JobID: "job_a", AvailableAt: at(4 * time.Second)})
 	want(JobPending, 3, 0) // JB-7: a fresh consumed count
+	if j := b.job("job_a"); j.AvailableAt != at(4*time.Second) {
+		t.Fatalf("requeued job available at %d, want the requeue's instant (JB-7)", j.AvailableAt)
+	}
 	tok = b.start("job_a")
 	want(JobProcessing, 4, 1)
 	// Success keeps it too; the job leaves the state (JB-3).
@@ -415,4 +418,37 @@ func TestRL11_WorkflowJobsFollowTheirWorkflow(t *testing.T) {
 	if _, ok := b.s.Jobs["job_free"]; !ok {
 		t.Fatal("a job of no workflow left with wf_1")
 	}
+}
+
+// JB-6: a job an operator buries keeps the last failure of its attempts;
+// one that never failed takes the burial's code and message. A burial for
+// another reason (its workflow failed, was cancelled or expired) records
+// that reason.
+func TestJB6_OperatorBuryKeepsTheLastFailure(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	operator := &record.JobBuried{Code: record.CodeBuriedByOperator, Error: "buried by operator"}
+	bury := func(id string, body record.JobBuried) {
+		t.Helper()
+		body.JobID = id
+		b.add(id, &body)
+	}
+	b.enqueue("job_failed")
+	b.retry("job_failed", b.start("job_failed"), at(time.Second))
+	bury("job_failed", *operator)
+	if j := b.job("job_failed"); j.Status != JobBuried || j.LastCode != "E" || j.LastError != "boom" || j.Attempts != 1 || j.Consumed != 1 {
+		t.Fatalf("buried after a failure: %+v", j)
+	}
+	b.enqueue("job_fresh")
+	bury("job_fresh", *operator)
+	if j := b.job("job_fresh"); j.LastCode != record.CodeBuriedByOperator || j.LastError != "buried by operator" {
+		t.Fatalf("buried without a failure: code %q error %q", j.LastCode, j.LastError)
+	}
+	b.enqueue("job_step")
+	b.retry("job_step", b.start("job_step"), at(time.Second))
+	bury("job_step", record.JobBuried{Code: "WORKFLOW_FAILED", Error: "Workflow cancelled"})
+	if j := b.job("job_step"); j.LastCode != "WORKFLOW_FAILED" || j.LastError != "Workflow cancelled" {
+		t.Fatalf("buried with its workflow: code %q error %q", j.LastCode, j.LastError)
+	}
+	checkInvariants(t, b.s)
 }
