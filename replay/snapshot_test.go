@@ -66,6 +66,11 @@ func sameState(t tb, what string, a, b *State) {
 	if !maps.Equal(a.PausedQueues, b.PausedQueues) {
 		t.Fatalf("%s: paused %v != %v", what, a.PausedQueues, b.PausedQueues)
 	}
+	// WF-14: the idempotency keys of active workflows, which refuse a
+	// second workflow_started with the same key.
+	if !maps.Equal(a.Idempotency, b.Idempotency) {
+		t.Fatalf("%s: idempotency %v != %v", what, a.Idempotency, b.Idempotency)
+	}
 }
 
 func TestRL12_SnapshotRoundTrip(t *testing.T) {
@@ -258,6 +263,11 @@ func TestRL6_DecodeRefusesHostileBytes(t *testing.T) {
 		"duplicate job id":        snapshotWith(map[string][]byte{"jobs": {0x92, 0x81, 0xa2, 'I', 'D', 0xa1, 'x', 0x81, 0xa2, 'I', 'D', 0xa1, 'x'}}),
 		"job unknown field":       snapshotWith(map[string][]byte{"jobs": {0x91, 0x82, 0xa2, 'I', 'D', 0xa1, 'x', 0xa1, 'q', 0x01}}),
 		"unique of a missing job": snapshotWith(map[string][]byte{"unique": {0x91, 0x82, 0xa3, 'k', 'e', 'y', 0xa1, 'k', 0xa2, 'i', 'd', 0xa1, 'x'}}),
+		"unique of a buried job": snapshotWith(map[string][]byte{
+			"jobs":   {0x91, 0x83, 0xa2, 'I', 'D', 0xa1, 'x', 0xa9, 'U', 'n', 'i', 'q', 'u', 'e', 'K', 'e', 'y', 0xa1, 'k', 0xa6, 'S', 't', 'a', 't', 'u', 's', byte(JobBuried)},
+			"unique": {0x91, 0x82, 0xa3, 'k', 'e', 'y', 0xa1, 'k', 0xa2, 'i', 'd', 0xa1, 'x'},
+		}),
+		"duplicate workflow id": snapshotWith(map[string][]byte{"workflows": {0x92, 0x81, 0xa2, 'I', 'D', 0xa1, 'w', 0x81, 0xa2, 'I', 'D', 0xa1, 'w'}}),
 		"unique of another key": snapshotWith(map[string][]byte{
 			"jobs":   {0x91, 0x82, 0xa2, 'I', 'D', 0xa1, 'x', 0xa6, 'S', 't', 'a', 't', 'u', 's', 0x01},
 			"unique": {0x91, 0x82, 0xa3, 'k', 'e', 'y', 0xa1, 'k', 0xa2, 'i', 'd', 0xa1, 'x'},
@@ -284,7 +294,7 @@ func snapshotWith(over map[string][]byte) []byte {
 	fields := map[string][]byte{"v": {0x01}, "last_seq": {0x00}, "completed": {0x00}}
 	maps.Copy(fields, over)
 	out := []byte{0x80 | byte(len(fields))}
-	for _, k := range []string{"v", "last_seq", "completed", "paused", "jobs", "runs", "unique", "zz"} {
+	for _, k := range []string{"v", "last_seq", "completed", "paused", "jobs", "runs", "unique", "workflows", "zz"} {
 		if v, ok := fields[k]; ok {
 			out = append(out, 0xa0|byte(len(k)))
 			out = append(out, k...)
@@ -351,6 +361,11 @@ func TestRL6_SnapshotExpiriesOutOfOrderAreCorrupt(t *testing.T) {
 	if _, err := Decode(encode(b, a)); !errors.Is(err, record.ErrCorrupt) {
 		t.Fatalf("Decode: %v, want ErrCorrupt", err)
 	}
+	// One seq twice is damage too: one workflow_deadline_exceeded records
+	// one obligation.
+	if _, err := Decode(encode(a, b, b)); !errors.Is(err, record.ErrCorrupt) {
+		t.Fatalf("Decode of a repeated seq: %v, want ErrCorrupt", err)
+	}
 	got, err := Decode(encode(a, b))
 	if err != nil {
 		t.Fatal(err)
@@ -410,5 +425,31 @@ func TestRL9_SnapshotWithoutDelaySeqIsOutdated(t *testing.T) {
 	stray.DelayFireAt = 0
 	if _, err := Decode(encode(snapshotVersion, stray)); !errors.Is(err, record.ErrCorrupt) {
 		t.Fatalf("a Delay seq without a Delay: Decode = %v, want ErrCorrupt", err)
+	}
+}
+
+// SD-33, RL-12: a state that holds the most runs it keeps survives its
+// snapshot with all of them: the limit Decode enforces is the one the
+// fold keeps.
+func TestSD33_SnapshotKeepsAFullRunHistory(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for i := range RunsKeptMax + 1 {
+		b.add(record.EngineStream, &record.RunStarted{RunID: fmt.Sprintf("r%d", i), At: at(time.Duration(i) * time.Minute)})
+	}
+	if len(b.s.Runs) != RunsKeptMax {
+		t.Fatalf("%d runs kept, want %d", len(b.s.Runs), RunsKeptMax)
+	}
+	enc, err := Encode(b.s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Decode(enc)
+	if err != nil {
+		t.Fatalf("Decode of a state with %d runs: %v", RunsKeptMax, err)
+	}
+	sameState(t, "full run history", got, b.s)
+	if len(got.Runs) != RunsKeptMax || got.Runs[0].RunID != "r1" || got.LastRun().RunID != fmt.Sprintf("r%d", RunsKeptMax) {
+		t.Fatalf("decoded runs: %d, oldest %q, newest %q", len(got.Runs), got.Runs[0].RunID, got.LastRun().RunID)
 	}
 }
