@@ -42,9 +42,10 @@ func TestRL6_DecodeSummaryRefusesGarbage(t *testing.T) {
 	bad := [][]byte{
 		nil, {}, {0xc0}, {0x80}, {0xc1},
 		{0x81, 0xa2, 'i', 'd', 0xa1, 'x'},                                           // no status
-		{0x82, 0xa2, 'i', 'd', 0xa1, 'x', 0xa6, 's', 't', 'a', 't', 'u', 's', 0x07}, // unknown status {0xdc, 0xff, 0xff}, {0xdf, 0xff, 0xff, 0xff, 0xff}, []byte("garbage"),
-		{0x81, 0xa1, 'q', 0x01},                                                     // unknown field
-		{0x81, 0xa2, 'i', 'd', 0x01},                                                // id of the wrong type
+		{0x82, 0xa2, 'i', 'd', 0xa1, 'x', 0xa6, 's', 't', 'a', 't', 'u', 's', 0x07}, // unknown status
+		{0xdc, 0xff, 0xff}, {0xdf, 0xff, 0xff, 0xff, 0xff}, []byte("garbage"),
+		{0x81, 0xa1, 'q', 0x01},      // unknown field
+		{0x81, 0xa2, 'i', 'd', 0x01}, // id of the wrong type
 		append(append([]byte{}, valid...), 0xc0),
 	}
 	for i := range valid {
