@@ -192,3 +192,50 @@ func TestRL6_KindOfIndexValueTellsKindsByShape(t *testing.T) {
 		}
 	})
 }
+
+// JB-3: a job that leaves the state buried (its attempts exhausted, or its
+// workflow ended) has a summary that reads back buried, with its failure.
+func TestJB3_SummaryOfABuriedJob(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.enqueue("job_a")
+	b.buryAttempt("job_a", b.start("job_a"))
+	want := Summarize(b.job("job_a"))
+	want.FinishedAt, want.Seq = at(time.Second), b.s.LastSeq
+	if want.Status != JobBuried || want.LastCode != "E" || want.LastError != "boom" || want.Attempts != 1 {
+		t.Fatalf("Summarize = %+v", want)
+	}
+	enc, err := EncodeSummary(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := DecodeSummary(enc); err != nil || got != want {
+		t.Fatalf("round trip = %+v, %v; want %+v", got, err, want)
+	}
+}
+
+// WF-21, WF-12: a terminal workflow stays queryable through its summary,
+// which holds its public state only.
+func TestWF21_WorkflowSummaryHoldsThePublicState(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	w := b.startWorkflow("wf_1", 1, func(ws *record.WorkflowStarted) {
+		ws.State = encodeState(t, map[string]any{"source": "s3://bucket/x", "_import_token": "k1"})
+		ws.DeadlineAt, ws.IdempotencyKey = at(time.Hour), "idem"
+	})
+	b.add("wf_1", &record.StepCompleted{WorkflowID: "wf_1", Step: 0, Next: 1, Output: encodeState(t, map[string]any{"rows": int64(120)})})
+	sum := SummarizeWorkflow(w)
+	if sum.ID != "wf_1" || sum.Step != 1 || sum.Steps != 1 || sum.DeadlineAt != at(time.Hour) || sum.IdempotencyKey != "idem" {
+		t.Fatalf("SummarizeWorkflow = %+v", sum)
+	}
+	wantState(t, "the summary's state", sum.State, map[string]any{"source": "s3://bucket/x", "rows": int64(120)})
+	enc, err := EncodeWorkflowSummary(sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := DecodeWorkflowSummary(enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantState(t, "the decoded summary's state", got.State, map[string]any{"source": "s3://bucket/x", "rows": int64(120)})
+}
