@@ -3,6 +3,7 @@ package replay
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/quire-dev/quire/journal/record"
 )
@@ -51,4 +52,53 @@ func TestRL5_QuarantineSetsAStreamAside(t *testing.T) {
 	if err := b.s.QuarantineStream(10, "job_b", cause); !errors.Is(err, ErrOrder) {
 		t.Fatalf("seq gap: %v", err)
 	}
+}
+
+// §4.4 of spec/reliability.md: a quarantined workflow stream takes its
+// step jobs with it (no deliveries: their open tokens are revoked) and its
+// on-deadline obligations (no handler runs for it); its idempotency key
+// stays reserved, and its step jobs are found by their own ids.
+func TestRL5_QuarantinedWorkflowTakesItsJobsAndObligations(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.startWorkflow("wf_1", 2, func(ws *record.WorkflowStarted) {
+		ws.DeadlineAt, ws.OnDeadline, ws.IdempotencyKey = at(time.Minute), "notify", "idem"
+	})
+	b.enqueueStep("job_s", "wf_1", 0, 0)
+	tok := b.start("job_s")
+	b.add("wf_1", &record.WorkflowFailed{WorkflowID: "wf_1", Error: "Deadline exceeded", At: at(time.Minute)})
+	b.add("wf_1", &record.WorkflowDeadlineExceeded{WorkflowID: "wf_1", DeadlineAt: at(time.Minute), DetectedAt: at(time.Minute), Handler: "notify"})
+	b.enqueue("job_free")
+	if b.s.ExpiryCount() != 1 {
+		t.Fatalf("%d obligations before the quarantine", b.s.ExpiryCount())
+	}
+	if err := b.s.QuarantineStream(b.s.LastSeq+1, "wf_1", errors.New("checksum")); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := b.s.Workflows["wf_1"]; ok {
+		t.Fatal("the quarantined workflow is still in Workflows")
+	}
+	if _, ok := b.s.Jobs["job_s"]; ok || len(b.s.WorkflowJobs("wf_1")) != 0 {
+		t.Fatal("the quarantined workflow's step job is still in Jobs")
+	}
+	if _, open := b.s.Tokens[tok]; open {
+		t.Fatal("the quarantined step job's token is still open")
+	}
+	if n := b.s.ExpiryCount(); n != 0 || b.s.Expiries() != nil {
+		t.Fatalf("%d obligations of the quarantined workflow outstanding", n)
+	}
+	if b.s.Idempotency["idem"] != "wf_1" {
+		t.Fatalf("idempotency key released: %v", b.s.Idempotency)
+	}
+	q, ok := b.s.QuarantineOf("job_s")
+	if !ok || q.Stream != "wf_1" || q.Workflow == nil || q.Workflow.ID != "wf_1" || q.Jobs["job_s"] == nil {
+		t.Fatalf("QuarantineOf(job_s) = %+v, %v", q, ok)
+	}
+	if _, ok := b.s.QuarantineOf("job_free"); ok {
+		t.Fatal("a job of another stream is quarantined")
+	}
+	if _, ok := b.s.Jobs["job_free"]; !ok {
+		t.Fatal("a job of another stream left the state")
+	}
+	checkInvariants(t, b.s)
 }
