@@ -180,6 +180,12 @@ func Decode(b []byte) (*State, error) {
 		if _, dup := s.Jobs[j.ID]; dup || j.ID == "" {
 			return nil, fmt.Errorf("replay: snapshot: %w: bad or duplicate job id %q", record.ErrCorrupt, j.ID)
 		}
+		if (j.Status == JobProcessing) != (j.Token != 0) {
+			return nil, fmt.Errorf("replay: snapshot: %w: job %q is %s with token %d", record.ErrCorrupt, j.ID, j.Status, j.Token)
+		}
+		if other, dup := s.Tokens[j.Token]; dup {
+			return nil, fmt.Errorf("replay: snapshot: %w: token %d held by jobs %q and %q", record.ErrCorrupt, j.Token, other, j.ID)
+		}
 		s.addJob(&j)
 		if j.Token != 0 {
 			s.Tokens[j.Token] = j.ID

@@ -272,6 +272,19 @@ func TestRL6_DecodeRefusesHostileBytes(t *testing.T) {
 			"jobs":   {0x91, 0x82, 0xa2, 'I', 'D', 0xa1, 'x', 0xa6, 'S', 't', 'a', 't', 'u', 's', 0x01},
 			"unique": {0x91, 0x82, 0xa3, 'k', 'e', 'y', 0xa1, 'k', 0xa2, 'i', 'd', 0xa1, 'x'},
 		}),
+		// RL-10: a token is held by one processing job, and a processing
+		// job holds one.
+		"processing job without a token": snapshotWith(map[string][]byte{
+			"jobs": {0x91, 0x82, 0xa2, 'I', 'D', 0xa1, 'x', 0xa6, 'S', 't', 'a', 't', 'u', 's', byte(JobProcessing)},
+		}),
+		"pending job with a token": snapshotWith(map[string][]byte{
+			"jobs": {0x91, 0x83, 0xa2, 'I', 'D', 0xa1, 'x', 0xa6, 'S', 't', 'a', 't', 'u', 's', byte(JobPending), 0xa5, 'T', 'o', 'k', 'e', 'n', 0x07},
+		}),
+		"one token held by two jobs": snapshotWith(map[string][]byte{
+			"jobs": {0x92,
+				0x83, 0xa2, 'I', 'D', 0xa1, 'x', 0xa6, 'S', 't', 'a', 't', 'u', 's', byte(JobProcessing), 0xa5, 'T', 'o', 'k', 'e', 'n', 0x07,
+				0x83, 0xa2, 'I', 'D', 0xa1, 'y', 0xa6, 'S', 't', 'a', 't', 'u', 's', byte(JobProcessing), 0xa5, 'T', 'o', 'k', 'e', 'n', 0x07},
+		}),
 		"jobs not an array": snapshotWith(map[string][]byte{"jobs": {0xa1, 'x'}}),
 		"timestamp ext":     snapshotWith(map[string][]byte{"completed": {0xd6, 0xff, 0, 0, 0, 1}}),
 		"deep nesting":      append(bytes.Repeat([]byte{0x91}, 100), 0x01),
