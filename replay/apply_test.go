@@ -43,11 +43,7 @@ func TestDL45_ApplyRefusesKindsItDoesNotFold(t *testing.T) {
 
 func TestRL10_ApplyRefusesImpossibleTransitions(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name string
-		// prepare builds the journal and returns the record to refuse.
-		prepare func(b *testBundle) record.Record
-	}{
+	refuseAll(t, []refusal{
 		{"settle with a wrong token", func(b *testBundle) record.Record {
 			b.enqueue("job_a")
 			tok := b.start("job_a")
@@ -154,17 +150,7 @@ func TestRL10_ApplyRefusesImpossibleTransitions(t *testing.T) {
 			b.add(record.EngineStream, &record.ShutdownReport{Completion: "clean"})
 			return b.rec(record.EngineStream, &record.ShutdownReport{Completion: "clean"})
 		}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			b := setup(t)
-			r := tt.prepare(b)
-			mustRefuse(t, b.s, r, ErrImpossible)
-			// The journal is still usable: the same seq takes a valid record.
-			b.add(record.EngineStream, &record.Debug{Subject: "after"})
-		})
-	}
+	})
 }
 
 func TestApplyErrorUnwraps(t *testing.T) {

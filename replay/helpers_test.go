@@ -3,6 +3,7 @@ package replay
 import (
 	"errors"
 	"fmt"
+	"testing"
 	"time"
 
 	"pgregory.net/rapid"
@@ -325,4 +326,27 @@ func fold(t tb, recs []record.Record) *State {
 		t.Fatalf("fold: %v", err)
 	}
 	return s
+}
+
+// refusal is a transition replay must refuse: prepare builds the journal
+// on a fresh bundle and returns the record to refuse.
+type refusal struct {
+	name    string
+	prepare func(b *testBundle) record.Record
+}
+
+// refuseAll checks each refusal in a subtest: Apply refuses its record
+// with ErrImpossible, changing nothing, and the journal is still usable:
+// the same seq then takes a valid record.
+func refuseAll(t *testing.T, tests []refusal) {
+	t.Helper()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			r := tt.prepare(b)
+			mustRefuse(t, b.s, r, ErrImpossible)
+			b.add(record.EngineStream, &record.Debug{Subject: "after"})
+		})
+	}
 }

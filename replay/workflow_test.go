@@ -71,10 +71,7 @@ func (b *testBundle) succeedWith(id string, output []byte) {
 // signals or keys. A refusal leaves the state as it was (mustRefuse).
 func TestWF10_WorkflowFoldRefusesImpossibleTransitions(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name    string
-		prepare func(b *testBundle) record.Record
-	}{
+	refuseAll(t, []refusal{
 		{"complete a step into a step that does not follow it", func(b *testBundle) record.Record {
 			b.startWorkflow("wf_1", 3)
 			return b.rec("wf_1", &record.StepCompleted{WorkflowID: "wf_1", Step: 0, Next: 2})
@@ -117,16 +114,7 @@ func TestWF10_WorkflowFoldRefusesImpossibleTransitions(t *testing.T) {
 			b.startWorkflow("wf_1", 1, func(ws *record.WorkflowStarted) { ws.IdempotencyKey = "k" })
 			return b.rec("wf_2", &record.WorkflowStarted{WorkflowID: "wf_2", Name: "import", Steps: 1, IdempotencyKey: "k"})
 		}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			b := setup(t)
-			r := tt.prepare(b)
-			mustRefuse(t, b.s, r, ErrImpossible)
-			b.add(record.EngineStream, &record.Debug{Subject: "after"})
-		})
-	}
+	})
 }
 
 // WF-6, WF-11: a step that completes consumes exactly the stored signals
