@@ -166,12 +166,7 @@ func TestSD10_WorkedTimelineDeadline(t *testing.T) {
 // TestSD10_WorkedTimelineForce is SD-10's variant: a second SIGTERM at 5.
 func TestSD10_WorkedTimelineForce(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(b *testBundle) {
-		b.eng.drain.block = true
-		b.eng.await.block = true
-	})
-	b.c.Initiate(TriggerSigterm)
-	drainCtx := b.entered(&b.eng.drain)
+	b, drainCtx := blockedDrain(t, TriggerSigterm)
 	b.clk.Advance(5 * time.Second)
 	if err := b.c.Force(TriggerSigterm); err != nil {
 		t.Fatalf("Force = %v", err)
@@ -210,12 +205,7 @@ func TestSD10_WorkedTimelineForce(t *testing.T) {
 // that never return: the drain's force path ends TimedOut at 7, not at Hr.
 func TestSD10_ForceDeadlinePassesAtSeven(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(b *testBundle) {
-		b.eng.drain.block = true
-		b.eng.await.block = true
-	})
-	b.c.Initiate(TriggerSigint)
-	b.entered(&b.eng.drain)
+	b, _ := blockedDrain(t, TriggerSigint)
 	b.clk.Advance(5 * time.Second)
 	b.c.Force(TriggerSigint)
 	awaitCtx := b.entered(&b.eng.await)
@@ -470,12 +460,7 @@ func TestSD4_ZeroLengthRoot(t *testing.T) {
 // once, and nothing restarts.
 func TestSD5_InstallOnlyShortens(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(b *testBundle) {
-		b.eng.drain.block = true
-		b.eng.await.block = true
-	})
-	b.c.Initiate(TriggerSigterm)
-	drainCtx := b.entered(&b.eng.drain)
+	b, drainCtx := blockedDrain(t, TriggerSigterm)
 	for _, total := range []time.Duration{ms(100), ms(40), 60 * time.Second} {
 		b.c.Install(deadlines.NewRoot(t0, total))
 	}
@@ -952,12 +937,7 @@ func TestNewRejectsIncompleteOptions(t *testing.T) {
 // starts close evidence only after the join.
 func TestDL41_SD24_FinalAbortAtTheOwnerCutoff(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(b *testBundle) {
-		b.eng.drain.block = true
-		b.eng.await.block = true
-	})
-	b.c.Initiate(TriggerSigterm)
-	b.entered(&b.eng.drain)
+	b, _ := blockedDrain(t, TriggerSigterm)
 	b.clk.Advance(5 * time.Second)
 	b.c.Force(TriggerSigterm)
 	awaitCtx := b.entered(&b.eng.await)
@@ -994,12 +974,7 @@ func TestDL41_SD24_FinalAbortAtTheOwnerCutoff(t *testing.T) {
 // join in their cooperative windows leave nothing to revoke.
 func TestDL41_JoinedBeforeTheCutoffRevokesNothing(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(b *testBundle) {
-		b.eng.drain.block = true
-		b.eng.await.block = true
-	})
-	b.c.Initiate(TriggerSigterm)
-	b.entered(&b.eng.drain)
+	b, _ := blockedDrain(t, TriggerSigterm)
 	b.clk.Advance(5 * time.Second)
 	b.c.Force(TriggerSigterm)
 	b.entered(&b.eng.await)

@@ -73,12 +73,7 @@ func TestSD13_FailedDrainStillForces(t *testing.T) {
 // jumps from 5 to 6.5 still revokes at 6.
 func TestDL41_RevokeStampedAtTheCutoff(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(b *testBundle) {
-		b.eng.drain.block = true
-		b.eng.await.block = true
-	})
-	b.c.Initiate(TriggerSigterm)
-	b.entered(&b.eng.drain)
+	b, _ := blockedDrain(t, TriggerSigterm)
 	b.clk.Advance(5 * time.Second)
 	b.c.Force(TriggerSigterm)
 	b.entered(&b.eng.await)

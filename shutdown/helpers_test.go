@@ -387,3 +387,16 @@ func wantActions(t *testing.T, rep *Report, want ...string) {
 	}
 	wantSlice(t, "actions", got, want)
 }
+
+// blockedDrain builds a bundle whose drain and attempt join block until
+// released or cancelled, initiates a shutdown by trigger and waits until
+// the drain was called and its timer armed. It returns the drain's ctx.
+func blockedDrain(t *testing.T, trigger Trigger) (*testBundle, context.Context) {
+	t.Helper()
+	b := setup(t, func(b *testBundle) {
+		b.eng.drain.block = true
+		b.eng.await.block = true
+	})
+	b.c.Initiate(trigger)
+	return b, b.entered(&b.eng.drain)
+}
