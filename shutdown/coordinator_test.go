@@ -205,10 +205,7 @@ func TestSD10_WorkedTimelineForce(t *testing.T) {
 // that never return: the drain's force path ends TimedOut at 7, not at Hr.
 func TestSD10_ForceDeadlinePassesAtSeven(t *testing.T) {
 	t.Parallel()
-	b, _ := blockedDrain(t, TriggerSigint)
-	b.clk.Advance(5 * time.Second)
-	b.c.Force(TriggerSigint)
-	awaitCtx := b.entered(&b.eng.await)
+	b, awaitCtx := forcedAtFive(t, TriggerSigint)
 	b.eng.setCounters(Counters{Quarantined: 1})
 	b.clk.Advance(2 * time.Second)
 	<-awaitCtx.Done()
@@ -937,10 +934,7 @@ func TestNewRejectsIncompleteOptions(t *testing.T) {
 // starts close evidence only after the join.
 func TestDL41_SD24_FinalAbortAtTheOwnerCutoff(t *testing.T) {
 	t.Parallel()
-	b, _ := blockedDrain(t, TriggerSigterm)
-	b.clk.Advance(5 * time.Second)
-	b.c.Force(TriggerSigterm)
-	awaitCtx := b.entered(&b.eng.await)
+	b, awaitCtx := forcedAtFive(t, TriggerSigterm)
 	b.wantNext(ts(sec(6)))
 	b.clk.Advance(ms(999)) // 5.999: cooperating attempts may still settle
 	b.clk.BlockUntil(1)
@@ -974,10 +968,7 @@ func TestDL41_SD24_FinalAbortAtTheOwnerCutoff(t *testing.T) {
 // join in their cooperative windows leave nothing to revoke.
 func TestDL41_JoinedBeforeTheCutoffRevokesNothing(t *testing.T) {
 	t.Parallel()
-	b, _ := blockedDrain(t, TriggerSigterm)
-	b.clk.Advance(5 * time.Second)
-	b.c.Force(TriggerSigterm)
-	b.entered(&b.eng.await)
+	b, _ := forcedAtFive(t, TriggerSigterm)
 	b.clk.Advance(ms(250)) // C = 5.25
 	b.eng.await.release <- nil
 	rep, err := b.finish()

@@ -73,10 +73,7 @@ func TestSD13_FailedDrainStillForces(t *testing.T) {
 // jumps from 5 to 6.5 still revokes at 6.
 func TestDL41_RevokeStampedAtTheCutoff(t *testing.T) {
 	t.Parallel()
-	b, _ := blockedDrain(t, TriggerSigterm)
-	b.clk.Advance(5 * time.Second)
-	b.c.Force(TriggerSigterm)
-	b.entered(&b.eng.await)
+	b, _ := forcedAtFive(t, TriggerSigterm)
 	b.wantNext(ts(sec(6)))
 	b.clk.Advance(sec(1.5))
 	wantTime(t, "revoked at", <-b.eng.revoked, ts(sec(6)))

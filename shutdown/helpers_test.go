@@ -400,3 +400,16 @@ func blockedDrain(t *testing.T, trigger Trigger) (*testBundle, context.Context) 
 	b.c.Initiate(trigger)
 	return b, b.entered(&b.eng.drain)
 }
+
+// forcedAtFive is blockedDrain whose shutdown is forced by trigger 5 s in:
+// it waits until the drain's force path joins the attempts, and returns
+// that join's ctx.
+func forcedAtFive(t *testing.T, trigger Trigger) (*testBundle, context.Context) {
+	t.Helper()
+	b, _ := blockedDrain(t, trigger)
+	b.clk.Advance(5 * time.Second)
+	if err := b.c.Force(trigger); err != nil {
+		t.Fatalf("Force = %v", err)
+	}
+	return b, b.entered(&b.eng.await)
+}
