@@ -482,3 +482,119 @@ func TestVerifyOutdatedSnapshotIsNoProblem(t *testing.T) {
 		}
 	}
 }
+
+// editSummary rewrites the terminal-index entry of job id after f
+// changed it.
+func editSummary(t *testing.T, db *pebble.DB, id string, f func(s *replay.JobSummary)) {
+	t.Helper()
+	s, err := replay.DecodeSummary(get(t, db, indexKey(id)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f(&s)
+	v, err := replay.EncodeSummary(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set(t, db, indexKey(id), v)
+}
+
+// editWorkflowSummary rewrites the terminal-index entry of workflow id
+// after f changed it.
+func editWorkflowSummary(t *testing.T, db *pebble.DB, id string, f func(s *replay.WorkflowSummary)) {
+	t.Helper()
+	s, err := replay.DecodeWorkflowSummary(get(t, db, indexKey(id)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f(&s)
+	v, err := replay.EncodeWorkflowSummary(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set(t, db, indexKey(id), v)
+}
+
+// TestRL5_VerifyFilesEachProblem: each kind of damage is the one problem
+// verify finds, filed under its own check with the seq and stream it
+// names, and the reason says what disagrees (RL-5: qctl verify checks the
+// chain, seq continuity, time order, the stream index and the terminal
+// index; WF-14: an idempotency key a dispatch used is reserved).
+func TestRL5_VerifyFilesEachProblem(t *testing.T) {
+	t.Parallel()
+	idemKey := indexKey(replay.IdempotencyPrefix + "hello-2026-01-05")
+	// Seq 10 is an attempt_retry_scheduled of jobRetry; seq 41 starts
+	// wfHello with an idempotency key; seq 44 completes its step job
+	// stepHello and seq 46 the workflow (fixture). Resealing seq 10 gives
+	// it another crc: seq 11's prevSum no longer matches, a second
+	// problem, of the chain.
+	chain11 := func(t *testing.T, probs []verifyProblem) { wantProblem(t, probs, "chain", 11, jobBuried) }
+	cases := []struct {
+		name   string
+		edit   func(t *testing.T, db *pebble.DB)
+		check  string
+		seq    uint64
+		stream string
+		reason string
+		also   func(t *testing.T, probs []verifyProblem) // the other problem, if there is one
+	}{
+		{"chain", func(t *testing.T, db *pebble.DB) {
+			reseal(t, db, 10, func(e *record.Envelope) { e.PrevSum ^= 1 })
+		}, "chain", 10, jobRetry, "chain: prevSum", chain11},
+		{"time order", func(t *testing.T, db *pebble.DB) {
+			reseal(t, db, 10, func(e *record.Envelope) { e.At = t0.UnixNano() })
+		}, "time order", 10, jobRetry, "before the previous record", chain11},
+		{"stream index entry dropped", func(t *testing.T, db *pebble.DB) {
+			if err := db.Delete(streamKey(jobRetry, 10), pebble.Sync); err != nil {
+				t.Fatal(err)
+			}
+		}, "stream index", 10, jobRetry, "no s/ index entry", nil},
+		{"malformed index key", func(t *testing.T, db *pebble.DB) {
+			set(t, db, []byte("t/\x7fx"), []byte("x"))
+		}, "terminal index", 0, "", "malformed index key", nil},
+		{"job consumed attempts", func(t *testing.T, db *pebble.DB) {
+			editSummary(t, db, jobRetry, func(s *replay.JobSummary) { s.Consumed = 1 })
+		}, "terminal index", 14, jobRetry, "says 2 attempts (1 consumed), replay 2 (2)", nil},
+		{"job workflow", func(t *testing.T, db *pebble.DB) {
+			editSummary(t, db, stepHello, func(s *replay.JobSummary) { s.WorkflowID = wfReport })
+		}, "terminal index", 44, wfHello, `workflow "` + wfReport + `"`, nil},
+		{"workflow status", func(t *testing.T, db *pebble.DB) {
+			editWorkflowSummary(t, db, wfHello, func(s *replay.WorkflowSummary) { s.Status = replay.WorkflowCancelled })
+		}, "terminal index", 46, wfHello, "terminal-index status cancelled, replay says completed", nil},
+		{"workflow deadline", func(t *testing.T, db *pebble.DB) {
+			editWorkflowSummary(t, db, wfHello, func(s *replay.WorkflowSummary) { s.DeadlineAt = t0.UnixNano() })
+		}, "terminal index", 46, wfHello, "deadline_at", nil},
+		{"idempotency key not reserved", func(t *testing.T, db *pebble.DB) {
+			if err := db.Delete(idemKey, pebble.Sync); err != nil {
+				t.Fatal(err)
+			}
+		}, "terminal index", 41, wfHello, "not reserved in the terminal index", nil},
+		{"idempotency key reserved for another", func(t *testing.T, db *pebble.DB) {
+			v, err := replay.EncodeIdempotent(replay.Idempotent{WorkflowID: wfReport, Name: "hello"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			set(t, db, idemKey, v)
+		}, "terminal index", 41, wfHello, "reserved for workflow " + wfReport + ", used by " + wfHello, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			fs := fixture(t)
+			editStore(t, fs, fixtureDir, func(db *pebble.DB) { c.edit(t, db) })
+			code, probs, ok := verifyJSON(t, fs)
+			want := 1
+			if c.also != nil {
+				want = 2
+				c.also(t, probs)
+			}
+			if code != qctl.ExitFindings || ok || len(probs) != want {
+				t.Fatalf("verify: exit %d, ok %v, problems %+v; want exit 1 and %d problems", code, ok, probs, want)
+			}
+			wantProblem(t, probs, c.check, c.seq, c.stream)
+			if !strings.Contains(probs[0].Reason, c.reason) {
+				t.Errorf("problem %q does not say %q", probs[0].Reason, c.reason)
+			}
+		})
+	}
+}
