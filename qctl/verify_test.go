@@ -79,6 +79,7 @@ func TestVerifyCorrupt(t *testing.T) {
 		name  string
 		edit  func(t *testing.T, db *pebble.DB)
 		check func(t *testing.T, probs []verifyProblem)
+		json  []string // what the verify line of --json says
 	}{
 		{"flipped byte", func(t *testing.T, db *pebble.DB) {
 			v := get(t, db, record.LogKey(10))
@@ -86,6 +87,11 @@ func TestVerifyCorrupt(t *testing.T) {
 			set(t, db, record.LogKey(10), v)
 		}, func(t *testing.T, probs []verifyProblem) {
 			wantProblem(t, probs, "records", 10, jobRetry)
+		}, []string{
+			// Replay sets the damaged record's stream aside, as Open does,
+			// and replays the rest to the end (spec/reliability.md §4.4):
+			// its check holds, and JSON lists the stream.
+			`"records":false,`, `"replayed":66,`, `"replay":true}`, `"quarantined":[{"seq":10,"stream":"` + jobRetry + `",`,
 		}},
 		{"dropped record", func(t *testing.T, db *pebble.DB) {
 			if err := db.Delete(record.LogKey(10), pebble.Sync); err != nil {
@@ -93,6 +99,11 @@ func TestVerifyCorrupt(t *testing.T) {
 			}
 		}, func(t *testing.T, probs []verifyProblem) {
 			wantProblem(t, probs, "seq continuity", 10, jobRetry)
+		}, []string{
+			// Replay stops at the gap: its check did not finish, so it is
+			// null, not true, and the last line says where it stopped.
+			`"seq_continuity":false,`, `"replayed":9,`, `"index_checked":1,`, `"replay":null}`,
+			`"replay_stopped":"seq 10 cannot be read; replay stopped there"`,
 		}},
 		{"swapped records", func(t *testing.T, db *pebble.DB) {
 			a, b := get(t, db, record.LogKey(10)), get(t, db, record.LogKey(11))
@@ -101,14 +112,14 @@ func TestVerifyCorrupt(t *testing.T) {
 		}, func(t *testing.T, probs []verifyProblem) {
 			wantProblem(t, probs, "records", 10, jobRetry)
 			wantProblem(t, probs, "records", 11, jobBuried)
-		}},
+		}, nil},
 		{"missing terminal-index entry", func(t *testing.T, db *pebble.DB) {
 			if err := db.Delete(indexKey(jobOK), pebble.Sync); err != nil {
 				t.Fatal(err)
 			}
 		}, func(t *testing.T, probs []verifyProblem) {
 			wantProblem(t, probs, "terminal index", 9, jobOK) // its attempt_succeeded
-		}},
+		}, nil},
 		{"wrong terminal-index entry", func(t *testing.T, db *pebble.DB) {
 			v, err := replay.EncodeSummary(replay.JobSummary{ID: jobOK, Handler: "send_email", Queue: "default", Status: replay.JobBuried, Attempts: 1, Consumed: 1, Seq: 9})
 			if err != nil {
@@ -117,7 +128,7 @@ func TestVerifyCorrupt(t *testing.T) {
 			set(t, db, indexKey(jobOK), v)
 		}, func(t *testing.T, probs []verifyProblem) {
 			wantProblem(t, probs, "terminal index", 9, jobOK)
-		}},
+		}, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -129,15 +140,10 @@ func TestVerifyCorrupt(t *testing.T) {
 				t.Fatalf("verify: exit %d, ok %v, problems %+v; want exit 1 with problems", code, ok, probs)
 			}
 			c.check(t, probs)
-			if c.name == "flipped byte" {
-				// Replay sets the damaged record's stream aside, as Open
-				// does, and replays the rest to the end (spec/reliability.md
-				// §4.4): its check holds, and JSON lists the stream.
-				_, stdout, _ := run(t, fs, "--json", "verify", fixtureDir)
-				for _, want := range []string{`"records":false,`, `"replayed":66,`, `"replay":true}`, `"quarantined":[{"seq":10,"stream":"` + jobRetry + `",`} {
-					if !strings.Contains(stdout, want) {
-						t.Errorf("verify --json does not say %s:\n%s", want, stdout)
-					}
+			_, stdout, _ := run(t, fs, "--json", "verify", fixtureDir)
+			for _, want := range c.json {
+				if !strings.Contains(stdout, want) {
+					t.Errorf("verify --json does not say %s:\n%s", want, stdout)
 				}
 			}
 			for _, p := range probs {
@@ -145,7 +151,7 @@ func TestVerifyCorrupt(t *testing.T) {
 					t.Errorf("problem without seq or stream: %+v", p)
 				}
 			}
-			code, stdout, _ := run(t, fs, "verify", fixtureDir)
+			code, stdout, _ = run(t, fs, "verify", fixtureDir)
 			if code != qctl.ExitFindings || !strings.Contains(stdout, "FAIL:") {
 				t.Fatalf("verify (human): exit %d\n%s", code, stdout)
 			}
