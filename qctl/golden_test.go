@@ -1,6 +1,8 @@
 package qctl_test
 
 import (
+	"bytes"
+	"context"
 	"encoding/hex"
 	"flag"
 	"fmt"
@@ -10,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
@@ -184,5 +187,35 @@ func TestGoldenHelp(t *testing.T) {
 			t.Errorf("qctl %s: no examples in the help", strings.Join(args, " "))
 		}
 		checkGolden(t, name, stdout)
+	}
+}
+
+// TestNowSources: the instant remaining and overdue times are measured
+// against is --now, given as RFC 3339 or as Unix nanoseconds alike; else
+// Env.Now; else, when Env.Now is zero, the time of the journal's last
+// record (seq 66, at t0+1h2s in the fixture).
+func TestNowSources(t *testing.T) {
+	t.Parallel()
+	fs := fixture(t)
+	deadlines := func(env qctl.Env, args ...string) string {
+		t.Helper()
+		var out, errb bytes.Buffer
+		env.Stdout, env.Stderr, env.FS = &out, &errb, fs
+		if code := qctl.Main(context.Background(), append([]string{"-d", fixtureDir}, append(args, "deadlines")...), env); code != qctl.ExitOK {
+			t.Fatalf("qctl %v deadlines: exit %d, stderr %s", args, code, errb.String())
+		}
+		return out.String()
+	}
+	later := time.Date(2026, 1, 6, 9, 0, 0, 0, time.UTC)
+	if rfc, ns := deadlines(qctl.Env{}, "--now", later.Format(time.RFC3339)), deadlines(qctl.Env{}, "--now", fmt.Sprint(later.UnixNano())); ns != rfc {
+		t.Errorf("--now in Unix nanoseconds:\n%s\n--now in RFC 3339:\n%s", ns, rfc)
+	}
+	last := t0.Add(time.Hour + 2*time.Second)
+	got, want := deadlines(qctl.Env{}), deadlines(qctl.Env{}, "--now", last.Format(time.RFC3339))
+	if got != want {
+		t.Errorf("zero Env.Now:\n%s\nwant as at the last record:\n%s", got, want)
+	}
+	if fromEnv := deadlines(qctl.Env{Now: fixtureNow}); fromEnv == want {
+		t.Errorf("Env.Now %v measures as the last record's time:\n%s", fixtureNow, fromEnv)
 	}
 }
