@@ -2,8 +2,11 @@ package qctl_test
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // jobJSON is what TestJobsAgreeWithShow compares of a job line.
@@ -63,6 +66,44 @@ func TestJobsAgreeWithShow(t *testing.T) {
 	for _, line := range strings.Split(text, "\n") {
 		if strings.HasPrefix(line, jobRetry) && !strings.HasSuffix(line, "HANDLER_ERROR: image store: connection reset") {
 			t.Errorf("jobs: the ERROR column of %s does not show its last error:\n%s", jobRetry, line)
+		}
+	}
+}
+
+// TestListFilters: jobs and workflows list exactly the rows their flags
+// select, in enqueue or dispatch order, completed jobs (read from the
+// log) and the jobs and workflows of a stream set aside (status corrupt,
+// spec/reliability.md §4.4) included: each filter applies to those too.
+func TestListFilters(t *testing.T) {
+	t.Parallel()
+	sound, damaged := fixture(t), damagedFixture(t, damagedSeq)
+	for _, c := range []struct {
+		fs   vfs.FS
+		args []string
+		want []string
+	}{
+		{sound, []string{"jobs", "--status", "completed"}, []string{jobOK, jobRetry, jobLost, stepFetch, stepHello}},
+		{sound, []string{"jobs", "--status", "buried,completed", "--queue", "billing"}, []string{jobBuried}},
+		{damaged, []string{"jobs", "--handler", "greet"}, []string{stepHello}},
+		{damaged, []string{"jobs", "--status", "buried"}, []string{jobBuried}},
+		{sound, []string{"workflows", "--status", "completed"}, []string{wfHello}},
+		{damaged, []string{"workflows", "--name", "hello"}, []string{wfHello}},
+		{damaged, []string{"workflows", "--status", "failed,completed,corrupt"}, []string{wfNightly, wfHello}},
+	} {
+		args := append([]string{"--json", "-d", fixtureDir}, c.args...)
+		_, stdout, stderr := run(t, c.fs, args...)
+		var got []string
+		for _, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
+			var row struct {
+				ID string `json:"id"`
+			}
+			if err := json.Unmarshal([]byte(line), &row); err != nil {
+				t.Fatalf("qctl %s: %v: %q (stderr %s)", strings.Join(args, " "), err, line, stderr)
+			}
+			got = append(got, row.ID)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("qctl %s lists %v, want %v", strings.Join(args, " "), got, c.want)
 		}
 	}
 }
