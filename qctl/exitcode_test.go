@@ -203,6 +203,14 @@ func TestShutdownsFindings(t *testing.T) {
 					t.Fatalf("qctl %s: %d runs listed\n%s", strings.Join(args, " "), n, stdout)
 				}
 			}
+			if c.report != nil {
+				// inspect's last shutdown is the newest report, run 3's,
+				// not run 2's from the fixture.
+				_, stdout, _ := run(t, fs, "inspect", fixtureDir)
+				if got := kvLine(t, stdout, "last shutdown"); !strings.HasPrefix(got, c.report.Completion+", ") || !strings.HasSuffix(got, "(run run_01KE4Z6R00000000000000R3)") {
+					t.Errorf("inspect: last shutdown %q, want run 3's %s", got, c.report.Completion)
+				}
+			}
 		})
 	}
 }
