@@ -214,3 +214,50 @@ func TestShutdownsFindings(t *testing.T) {
 		})
 	}
 }
+
+// TestSD27_ShutdownsShowsForceAndDependencies: shutdowns shows a force
+// request with its trigger and instant, and each dependency's four
+// ResourceReport bits by name (SD-27), in text and JSON; shutdown records
+// before any run_started, as an older journal holds them, belong to a run
+// of their own.
+func TestSD27_ShutdownsShowsForceAndDependencies(t *testing.T) {
+	t.Parallel()
+	fs := vfs.NewMem()
+	f := newFx(t, fs, fixtureDir)
+	start := f.now()
+	f.append(nil, rec(engine, &record.ShutdownInitiated{Trigger: "sigterm", StartAt: start, TotalNanos: int64(30 * time.Second),
+		GracefulAt: start + int64(28*time.Second), HardAt: start + int64(30*time.Second)}))
+	f.at(2 * time.Second)
+	f.append(nil, rec(engine, &record.ShutdownForceRequested{Trigger: "second_signal"}))
+	f.at(3 * time.Second)
+	f.append(nil, rec(engine, &record.ShutdownReport{Completion: "forced_completed", Forced: true, Trigger: "sigterm", InitiatedAt: start,
+		BudgetNanos: int64(30 * time.Second), ElapsedNanos: int64(3 * time.Second), Dependencies: []uint8{0b0101, 0, 0b1111}}))
+	f.close()
+
+	code, stdout, stderr := run(t, fs, "-d", fixtureDir, "shutdowns")
+	if code != qctl.ExitOK {
+		t.Fatalf("shutdowns: exit %d, stderr %s", code, stderr)
+	}
+	for _, want := range []string{
+		"run           (before the first run_started) (seq 1)\n",
+		"force         requested by second_signal at 2026-01-05T10:00:02.000Z\n",
+		"resources     owned-resources: owned not started terminal not succeeded\n",
+		"              signal-monitor: not owned\n",
+		"              telemetry: owned started terminal succeeded\n",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("shutdowns does not say %q:\n%s", want, stdout)
+		}
+	}
+	_, stdout, _ = run(t, fs, "--json", "-d", fixtureDir, "shutdowns")
+	for _, want := range []string{
+		`"force":{"trigger":"second_signal","at":"2026-01-05T10:00:02Z"}`,
+		`"dependencies":{"owned-resources":{"owned":true,"started":false,"terminal":true,"succeeded":false},` +
+			`"signal-monitor":{"owned":false,"started":false,"terminal":false,"succeeded":false},` +
+			`"telemetry":{"owned":true,"started":true,"terminal":true,"succeeded":true}}`,
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("shutdowns --json does not say %s:\n%s", want, stdout)
+		}
+	}
+}
