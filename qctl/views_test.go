@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
+
 	"github.com/quire-dev/quire/journal/record"
 )
 
@@ -41,5 +43,37 @@ func TestWF15_TimersOfPausedWorkflow(t *testing.T) {
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("timers:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestShowFinished: show of a finished step job names its workflow as the
+// workflow's terminal-index summary has it; show of a finished workflow
+// whose summary is missing (verify reports that) reads how it ended from
+// its own records: completed, or cancelled.
+func TestShowFinished(t *testing.T) {
+	t.Parallel()
+	fs := fixture(t)
+	_, stdout, _ := run(t, fs, "-d", fixtureDir, "show", stepHello)
+	if want := "workflow  " + wfHello + " step 1 of 1 (hello, completed)\n"; !strings.Contains(stdout, want) {
+		t.Errorf("show %s does not say %q:\n%s", stepHello, want, stdout)
+	}
+
+	f := newFx(t, fs, fixtureDir)
+	f.at(time.Hour + 3*time.Second)
+	f.append(nil, rec(wfApproval, &record.WorkflowCancelled{WorkflowID: wfApproval}))
+	f.close()
+	editStore(t, fs, fixtureDir, func(db *pebble.DB) {
+		if err := db.Delete(indexKey(wfHello), pebble.Sync); err != nil {
+			t.Fatal(err)
+		}
+	})
+	for id, want := range map[string]string{
+		wfHello:    `"status":"completed",`,
+		wfApproval: `"status":"cancelled",`,
+	} {
+		_, stdout, stderr := run(t, fs, "--json", "-d", fixtureDir, "show", id)
+		if first, _, _ := strings.Cut(stdout, "\n"); !strings.Contains(first, want) {
+			t.Errorf("show %s without a summary: %s, want %s (stderr %s)", id, first, want, stderr)
+		}
 	}
 }
