@@ -317,9 +317,12 @@ func TestUsageErrors(t *testing.T) {
 	for _, c := range cases {
 		wantExit(t, fs, qctl.ExitUsage, c.says, c.args...)
 	}
-	// The edges of those checks are not errors: an empty time window, and
-	// the first seq.
+	// The edges of those checks are not errors: an empty time window, a
+	// one-seq range, and the first seq.
 	wantExit(t, fs, qctl.ExitOK, "", "-d", fixtureDir, "events", "--since", "2026-01-05T10:00:00Z", "--until", "2026-01-05T10:00:00Z")
+	if out := wantExit(t, fs, qctl.ExitOK, "", "-d", fixtureDir, "events", "--from", "10", "--to", "10"); strings.Count(out, "\n") != 2 || !strings.Contains(out, "\n 10  ") {
+		t.Errorf("events --from 10 --to 10 lists more or less than seq 10:\n%s", out)
+	}
 	wantExit(t, fs, qctl.ExitOK, "", "state", fixtureDir, "--at", "1")
 }
 
