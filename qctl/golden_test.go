@@ -193,18 +193,23 @@ func TestGoldenHelp(t *testing.T) {
 // TestNowSources: the instant remaining and overdue times are measured
 // against is --now, given as RFC 3339 or as Unix nanoseconds alike; else
 // Env.Now; else, when Env.Now is zero, the time of the journal's last
-// record (seq 66, at t0+1h2s in the fixture).
+// record (seq 66, at t0+1h2s in the fixture), or for state --at N the
+// time of seq N.
 func TestNowSources(t *testing.T) {
 	t.Parallel()
 	fs := fixture(t)
-	deadlines := func(env qctl.Env, args ...string) string {
+	qctlAt := func(env qctl.Env, args ...string) string {
 		t.Helper()
 		var out, errb bytes.Buffer
 		env.Stdout, env.Stderr, env.FS = &out, &errb, fs
-		if code := qctl.Main(context.Background(), append([]string{"-d", fixtureDir}, append(args, "deadlines")...), env); code != qctl.ExitOK {
-			t.Fatalf("qctl %v deadlines: exit %d, stderr %s", args, code, errb.String())
+		if code := qctl.Main(context.Background(), args, env); code != qctl.ExitOK {
+			t.Fatalf("qctl %v: exit %d, stderr %s", args, code, errb.String())
 		}
 		return out.String()
+	}
+	deadlines := func(env qctl.Env, args ...string) string {
+		t.Helper()
+		return qctlAt(env, append([]string{"-d", fixtureDir, "deadlines"}, args...)...)
 	}
 	later := time.Date(2026, 1, 6, 9, 0, 0, 0, time.UTC)
 	if rfc, ns := deadlines(qctl.Env{}, "--now", later.Format(time.RFC3339)), deadlines(qctl.Env{}, "--now", fmt.Sprint(later.UnixNano())); ns != rfc {
@@ -217,5 +222,11 @@ func TestNowSources(t *testing.T) {
 	}
 	if fromEnv := deadlines(qctl.Env{Now: fixtureNow}); fromEnv == want {
 		t.Errorf("Env.Now %v measures as the last record's time:\n%s", fixtureNow, fromEnv)
+	}
+	// Seq 30 was appended at t0+80s; approval's deadline is 30m later.
+	got = qctlAt(qctl.Env{}, "state", fixtureDir, "--at", "30")
+	want = qctlAt(qctl.Env{}, "--now", t0.Add(80*time.Second).Format(time.RFC3339), "state", fixtureDir, "--at", "30")
+	if got != want || !strings.Contains(got, "30m0s") {
+		t.Errorf("state --at 30 with a zero Env.Now:\n%s\nwant as at seq 30:\n%s", got, want)
 	}
 }
