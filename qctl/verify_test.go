@@ -347,13 +347,10 @@ func TestVerifyDamagedBlock(t *testing.T) {
 	}
 }
 
-// TestVerifyDamagedSnapshot: a snapshot whose own checksum fails is a
-// problem of the snapshots check, not of the records, and is counted
-// among the stored snapshots (RL-5; spec/reliability.md §4.3: a bad
-// snapshot is reported, and only ignored by Open).
-func TestVerifyDamagedSnapshot(t *testing.T) {
-	t.Parallel()
-	fs := fixture(t)
+// damageFirstSnapshot flips a byte of the fixture's first snapshot, so
+// that it fails its own checksum, and returns its seq.
+func damageFirstSnapshot(t *testing.T, fs vfs.FS) uint64 {
+	t.Helper()
 	var seq uint64
 	editStore(t, fs, fixtureDir, func(db *pebble.DB) {
 		it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte("x/"), UpperBound: []byte("x0")})
@@ -372,6 +369,50 @@ func TestVerifyDamagedSnapshot(t *testing.T) {
 		v[len(v)/2] ^= 0x01
 		set(t, db, key, v)
 	})
+	return seq
+}
+
+// snapshotAtEnd writes a snapshot of the fixture's state at its last seq,
+// as the engine writes them, after mod (if not nil) changed it.
+func snapshotAtEnd(t *testing.T, fs vfs.FS, mod func(st *replay.State)) {
+	t.Helper()
+	j, err := journal.Open(fixtureDir, journal.Options{FS: fs, Clock: clocktest.New(t0.Add(2 * time.Hour))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := replay.New()
+	it := j.Scan(1, math.MaxUint64)
+	for it.Next() {
+		if err := replay.Apply(st, it.Record()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := it.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if mod != nil {
+		mod(st)
+	}
+	b, err := replay.Encode(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.WriteSnapshot(context.Background(), st.LastSeq, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestVerifyDamagedSnapshot: a snapshot whose own checksum fails is a
+// problem of the snapshots check, not of the records, and is counted
+// among the stored snapshots (RL-5; spec/reliability.md §4.3: a bad
+// snapshot is reported, and only ignored by Open).
+func TestVerifyDamagedSnapshot(t *testing.T) {
+	t.Parallel()
+	fs := fixture(t)
+	seq := damageFirstSnapshot(t, fs)
 
 	code, stdout, _ := run(t, fs, "--json", "verify", fixtureDir)
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
@@ -431,37 +472,15 @@ func TestVerifyOutdatedSnapshotIsNoProblem(t *testing.T) {
 	t.Parallel()
 	for _, outdated := range []bool{false, true} {
 		fs := fixture(t)
-		j, err := journal.Open(fixtureDir, journal.Options{FS: fs, Clock: clocktest.New(t0.Add(2 * time.Hour))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		st := replay.New()
-		it := j.Scan(1, math.MaxUint64)
-		for it.Next() {
-			if err := replay.Apply(st, it.Record()); err != nil {
-				t.Fatal(err)
+		snapshotAtEnd(t, fs, func(st *replay.State) {
+			w := st.Workflows[wfImport]
+			if w == nil || w.DelayFireAt == 0 || w.DelaySeq == 0 {
+				t.Fatalf("the fixture's %s has no pending Delay: %+v", wfImport, w)
 			}
-		}
-		if err := it.Close(); err != nil {
-			t.Fatal(err)
-		}
-		w := st.Workflows[wfImport]
-		if w == nil || w.DelayFireAt == 0 || w.DelaySeq == 0 {
-			t.Fatalf("the fixture's %s has no pending Delay: %+v", wfImport, w)
-		}
-		if outdated {
-			w.DelaySeq = 0
-		}
-		b, err := replay.Encode(st)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := j.WriteSnapshot(context.Background(), st.LastSeq, b); err != nil {
-			t.Fatal(err)
-		}
-		if err := j.Close(); err != nil {
-			t.Fatal(err)
-		}
+			if outdated {
+				w.DelaySeq = 0
+			}
+		})
 		code, stdout, _ := run(t, fs, "--json", "verify", fixtureDir)
 		var summary struct {
 			OK       bool `json:"ok"`

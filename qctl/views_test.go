@@ -77,3 +77,21 @@ func TestShowFinished(t *testing.T) {
 		}
 	}
 }
+
+// TestInspectSnapshots: inspect counts the snapshots that pass their
+// checks, names the newest, and counts apart those that fail them, which
+// Open ignores (spec/reliability.md §4.3).
+func TestInspectSnapshots(t *testing.T) {
+	t.Parallel()
+	fs := fixture(t)
+	snapshotAtEnd(t, fs, nil)
+	_, stdout, _ := run(t, fs, "inspect", fixtureDir)
+	if got, want := kvLine(t, stdout, "snapshots"), "2 (newest at seq 66)"; got != want {
+		t.Errorf("inspect: snapshots %q, want %q", got, want)
+	}
+	damageFirstSnapshot(t, fs)
+	_, stdout, _ = run(t, fs, "inspect", fixtureDir)
+	if got, want := kvLine(t, stdout, "snapshots"), "1 (newest at seq 66), 1 failing their checks (ignored at open)"; got != want {
+		t.Errorf("inspect with the snapshot at seq 19 damaged: snapshots %q, want %q", got, want)
+	}
+}
