@@ -76,6 +76,27 @@ func TestShowFinished(t *testing.T) {
 			t.Errorf("show %s without a summary: %s, want %s (stderr %s)", id, first, want, stderr)
 		}
 	}
+	// The listing shows the cancelled workflow as its cancellation left
+	// it: no longer parked on its signal.
+	_, stdout, _ = run(t, fs, "--json", "-d", fixtureDir, "workflows")
+	if line := jsonByID(t, stdout)[wfApproval]; !strings.Contains(line, `"status":"cancelled"`) || strings.Contains(line, `"wait"`) {
+		t.Errorf("workflows: %s", line)
+	}
+}
+
+// TestTimersArmedByRequeue: a buried job requeued for later waits on a
+// timer that job_requeued armed.
+func TestTimersArmedByRequeue(t *testing.T) {
+	t.Parallel()
+	fs := fixture(t)
+	f := newFx(t, fs, fixtureDir)
+	f.at(time.Hour + 3*time.Second)
+	f.append(nil, rec(jobBuried, &record.JobRequeued{JobID: jobBuried, AvailableAt: f.now() + int64(time.Minute)}))
+	f.close()
+	_, stdout, stderr := run(t, fs, "-d", fixtureDir, "timers")
+	if want := "job_available    " + jobBuried + "  queue=billing handler=charge_card set by job_requeued"; !strings.Contains(stdout, want) {
+		t.Errorf("timers does not say %q:\n%s%s", want, stdout, stderr)
+	}
 }
 
 // TestInspectSnapshots: inspect counts the snapshots that pass their
