@@ -296,7 +296,8 @@ func TestDivergeSeesFinishedWork(t *testing.T) {
 
 // TestJumpNegativeFails checks that Jump and JumpBack refuse a negative
 // duration as Advance does, failing the world, instead of panicking in
-// the clock (Jump) or moving it forward (JumpBack).
+// the clock (Jump) or moving it forward (JumpBack); each refuses the
+// least negative duration too.
 func TestJumpNegativeFails(t *testing.T) {
 	for _, c := range []struct {
 		name string
@@ -304,6 +305,9 @@ func TestJumpNegativeFails(t *testing.T) {
 	}{
 		{"Jump", func(w *sim.World) { w.Jump(-5 * time.Second) }},
 		{"JumpBack", func(w *sim.World) { w.JumpBack(-30 * time.Second) }},
+		{"Jump by the least negative", func(w *sim.World) { w.Jump(-time.Nanosecond) }},
+		{"JumpBack by the least negative", func(w *sim.World) { w.JumpBack(-time.Nanosecond) }},
+		{"Advance by the least negative", func(w *sim.World) { w.Advance(-time.Nanosecond) }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			defer func() {
