@@ -132,3 +132,90 @@ func TestOracleChecksFire(t *testing.T) {
 		})
 	}
 }
+
+// TestOracleRL10_HandlerCallWithoutStart: a handler call of the current
+// instance whose attempt_started was not acknowledged is a violation
+// (RL-10); one whose start was, or one of an instance that has ended, is
+// not.
+func TestOracleRL10_HandlerCallWithoutStart(t *testing.T) {
+	o := newOracle()
+	o.setEpoch(2)
+	o.called(1, "j", 1) // an ended instance's
+	o.checkCalls()
+	if len(o.violations) != 0 {
+		t.Fatalf("a call of an ended instance: %v", o.violations)
+	}
+	for _, r := range journalOf("j", at{0, enq(0)}, at{1, start(1, 1)}) {
+		o.ingest(r)
+	}
+	o.called(2, "j", 1)
+	o.checkCalls()
+	if len(o.violations) != 0 {
+		t.Fatalf("a call of an acknowledged start: %v", o.violations)
+	}
+	o.called(2, "j", 2)
+	o.checkCalls()
+	if got := strings.Join(o.violations, "\n"); !strings.Contains(got, "RL-10: handler call j#2 without an acknowledged attempt_started") {
+		t.Fatalf("violations %q, want RL-10 for j#2", got)
+	}
+}
+
+// TestOracleSD33_ReportAsReturned: the oracle accepts the journal's
+// newest shutdown report only if each field it compares is the returned
+// report's (SD-33), and refuses a journal that holds none.
+func TestOracleSD33_ReportAsReturned(t *testing.T) {
+	rep := &shutdown.Report{Completion: shutdown.ForcedCompleted, Forced: true, Trigger: shutdown.TriggerSigterm,
+		InitiatedAt: time.Unix(0, 1000), Budget: 30 * time.Second, Elapsed: 31 * time.Second,
+		RuntimeJoined: true, DrainReconciled: true, CloseReconciled: true,
+		Actions: []shutdown.Action{{}, {}}, Drained: 1, Released: 2, Quarantined: 3, Unresolved: 4}
+	journaled := func() *record.ShutdownReport {
+		return &record.ShutdownReport{Completion: rep.Completion.String(), Forced: true, Trigger: rep.Trigger.String(),
+			InitiatedAt: 1000, BudgetNanos: int64(30 * time.Second), ElapsedNanos: int64(31 * time.Second),
+			RuntimeJoined: true, DrainReconciled: true, CloseReconciled: true,
+			ActionPhases: []int8{1, 2}, Drained: 1, Released: 2, Quarantined: 3, Unresolved: 4}
+	}
+	// check runs checkReport of rep on a journal of runs, each but the
+	// last ended by one of reports.
+	check := func(reports ...*record.ShutdownReport) (bool, []string) {
+		o := newOracle()
+		recs := []at{{1, &record.RunStarted{RunID: "r1"}}}
+		for i, b := range reports {
+			recs = append(recs, at{int64(2*i + 2), b}, at{int64(2*i + 3), &record.RunStarted{RunID: "r"}})
+		}
+		o.recs = journalOf("engine", recs...)
+		return o.checkReport(rep), o.violations
+	}
+	if ok, v := check(journaled()); !ok {
+		t.Fatalf("the returned report journaled as is: %v", v)
+	}
+	older := journaled()
+	older.Completion = "graceful_completed"
+	if ok, v := check(older, journaled()); !ok {
+		t.Fatalf("the returned report journaled after an older one: %v", v)
+	}
+	if ok, v := check(); ok || len(v) != 1 || !strings.Contains(v[0], "SD-33: the shutdown returned a report the journal does not hold") {
+		t.Fatalf("no report in the journal: ok %v, %v", ok, v)
+	}
+	for name, mod := range map[string]func(b *record.ShutdownReport){
+		"completion":       func(b *record.ShutdownReport) { b.Completion = "graceful_completed" },
+		"trigger":          func(b *record.ShutdownReport) { b.Trigger = shutdown.TriggerSigint.String() },
+		"forced":           func(b *record.ShutdownReport) { b.Forced = false },
+		"initiated at":     func(b *record.ShutdownReport) { b.InitiatedAt++ },
+		"budget":           func(b *record.ShutdownReport) { b.BudgetNanos++ },
+		"elapsed":          func(b *record.ShutdownReport) { b.ElapsedNanos++ },
+		"drain reconciled": func(b *record.ShutdownReport) { b.DrainReconciled = false },
+		"close reconciled": func(b *record.ShutdownReport) { b.CloseReconciled = false },
+		"runtime joined":   func(b *record.ShutdownReport) { b.RuntimeJoined = false },
+		"drained":          func(b *record.ShutdownReport) { b.Drained++ },
+		"released":         func(b *record.ShutdownReport) { b.Released++ },
+		"quarantined":      func(b *record.ShutdownReport) { b.Quarantined++ },
+		"unresolved":       func(b *record.ShutdownReport) { b.Unresolved++ },
+		"actions":          func(b *record.ShutdownReport) { b.ActionPhases = b.ActionPhases[:1] },
+	} {
+		b := journaled()
+		mod(b)
+		if ok, v := check(b); ok || len(v) != 1 || !strings.HasPrefix(v[0], "SD-33: the journaled report") {
+			t.Errorf("journaled report with another %s: ok %v, %v", name, ok, v)
+		}
+	}
+}
