@@ -219,3 +219,53 @@ func TestOracleSD33_ReportAsReturned(t *testing.T) {
 		}
 	}
 }
+
+// TestOracleOverdueAttempt: an attempt still open at its hard cutoff H is
+// a missed deadline; one instant before H it is not.
+func TestOracleOverdueAttempt(t *testing.T) {
+	o := newOracle()
+	for _, r := range journalOf("j", at{0, enq(0)}, at{1, start(1, 1)}) { // H at 11
+		o.ingest(r)
+	}
+	o.checkOverdue(time.Unix(0, 10))
+	if len(o.violations) != 0 {
+		t.Fatalf("before H: %v", o.violations)
+	}
+	o.checkOverdue(time.Unix(0, 11))
+	if got := strings.Join(o.violations, "\n"); !strings.Contains(got, "deadline missed: attempt 1 (token 2) of job j is still open") {
+		t.Fatalf("at H: violations %q, want the deadline missed", got)
+	}
+}
+
+// TestOracleWF20_BuriedStepJob: a buried job of the step its workflow is
+// at, the workflow running or paused, is a violation (WF-20: the
+// workflow fails in the same append); once the workflow failed it is not.
+func TestOracleWF20_BuriedStepJob(t *testing.T) {
+	buried := []at{
+		{0, &record.WorkflowStarted{WorkflowID: "w", Name: "n", Steps: 1}},
+		{0, &record.JobEnqueued{JobID: "s", Handler: "h", Queue: "default", WorkflowID: "w", Retry: record.RetryPolicy{MaxAttempts: 1}}},
+		{1, &record.AttemptStarted{JobID: "s", Attempt: 1, StartAt: 1, NormalAt: 10, HardAt: 11}},
+		{2, &record.AttemptBuried{Outcome: record.Outcome{JobID: "s", Token: 3, Class: "permanent"}}},
+	}
+	for _, c := range []struct {
+		name string
+		then []at
+		want string
+	}{
+		{"running", nil, "WF-20: step job s of workflow w is buried, and the workflow is running at that step"},
+		{"paused", []at{{3, &record.WorkflowPaused{WorkflowID: "w"}}}, "WF-20: step job s of workflow w is buried, and the workflow is paused at that step"},
+		{"failed", []at{{2, &record.WorkflowFailed{WorkflowID: "w", Error: "step s buried", At: 2}}}, ""},
+	} {
+		o := newOracle()
+		for _, r := range journalOf("w", append(append([]at(nil), buried...), c.then...)...) {
+			o.ingest(r)
+		}
+		if len(o.violations) != 0 {
+			t.Fatalf("%s: ingest: %v", c.name, o.violations)
+		}
+		o.checkSteps()
+		if got := strings.Join(o.violations, "\n"); got != c.want {
+			t.Errorf("%s: violations %q, want %q", c.name, got, c.want)
+		}
+	}
+}
