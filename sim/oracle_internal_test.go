@@ -249,15 +249,24 @@ func TestOracleWF20_BuriedStepJob(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name string
+		jobs []at // instead of buried
 		then []at
 		want string
 	}{
-		{"running", nil, "WF-20: step job s of workflow w is buried, and the workflow is running at that step"},
-		{"paused", []at{{3, &record.WorkflowPaused{WorkflowID: "w"}}}, "WF-20: step job s of workflow w is buried, and the workflow is paused at that step"},
-		{"failed", []at{{2, &record.WorkflowFailed{WorkflowID: "w", Error: "step s buried", At: 2}}}, ""},
+		{"running", nil, nil, "WF-20: step job s of workflow w is buried, and the workflow is running at that step"},
+		{"pending", buried[:2], nil, ""},
+		{"buried at another step", []at{buried[0],
+			{0, &record.JobEnqueued{JobID: "s", Handler: "h", Queue: "default", WorkflowID: "w", Step: 1, Retry: record.RetryPolicy{MaxAttempts: 1}}},
+			buried[2], buried[3]}, nil, ""},
+		{"paused", nil, []at{{3, &record.WorkflowPaused{WorkflowID: "w"}}}, "WF-20: step job s of workflow w is buried, and the workflow is paused at that step"},
+		{"failed", nil, []at{{2, &record.WorkflowFailed{WorkflowID: "w", Error: "step s buried", At: 2}}}, ""},
 	} {
 		o := newOracle()
-		for _, r := range journalOf("w", append(append([]at(nil), buried...), c.then...)...) {
+		jobs := buried
+		if c.jobs != nil {
+			jobs = c.jobs
+		}
+		for _, r := range journalOf("w", append(append([]at(nil), jobs...), c.then...)...) {
 			o.ingest(r)
 		}
 		if len(o.violations) != 0 {
