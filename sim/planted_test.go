@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -278,4 +279,52 @@ func TestPlantedBug_MemoryKeepsFinishedWork(t *testing.T) {
 		t.Fatalf("errors.Is(%q, sim.ErrViolation) is false", err)
 	}
 	t.Logf("caught: %v", err)
+}
+
+// TestPlantedBug_MemoryDiffers makes the engine report memory that
+// differs from the unfinished work the journal shows in each other way:
+// it lacks a pending job or a running workflow, or holds a workflow the
+// journal does not know. The oracle must catch each.
+func TestPlantedBug_MemoryDiffers(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		live func(job, wf string, jobs, wfs []string) ([]string, []string)
+		want func(job, wf string) string
+	}{
+		{"lacks a job", func(job, wf string, jobs, wfs []string) ([]string, []string) {
+			return slices.DeleteFunc(jobs, func(id string) bool { return id == job }), wfs
+		}, func(job, wf string) string { return "memory lacks unfinished job " + job }},
+		{"lacks a workflow", func(job, wf string, jobs, wfs []string) ([]string, []string) {
+			return jobs, slices.DeleteFunc(wfs, func(id string) bool { return id == wf })
+		}, func(job, wf string) string { return "memory lacks unfinished workflow " + wf }},
+		{"holds an unknown workflow", func(job, wf string, jobs, wfs []string) ([]string, []string) {
+			return jobs, append(wfs, "wf_unknown")
+		}, func(job, wf string) string {
+			return "memory holds workflow wf_unknown, which the journal does not know"
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var job, wf string
+			sim.SetLiveHook(func(jobs, wfs []string) ([]string, []string) {
+				if wf == "" {
+					return jobs, wfs
+				}
+				return c.live(job, wf, slices.Clone(jobs), slices.Clone(wfs))
+			})
+			t.Cleanup(func() { sim.SetLiveHook(nil) })
+			w := sim.New(2)
+			register(w)
+			j := w.Enqueue("work", msg{N: 1}, api.Delay(time.Hour))
+			id := w.Dispatch("flow", api.State{})
+			if w.Failed() {
+				t.Fatalf("before the bug: %v", w.Err())
+			}
+			job, wf = j, id
+			w.Advance(time.Second)
+			err := w.Finish()
+			if err == nil || !strings.Contains(err.Error(), c.want(job, wf)) {
+				t.Fatalf("the oracle missed the planted bug: err = %v, want %q", err, c.want(job, wf))
+			}
+		})
+	}
 }
