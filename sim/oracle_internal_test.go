@@ -1,11 +1,16 @@
 package sim
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/quire-dev/quire/clock/clocktest"
 	"github.com/quire-dev/quire/deadlines"
+	"github.com/quire-dev/quire/journal"
 	"github.com/quire-dev/quire/journal/record"
 	"github.com/quire-dev/quire/shutdown"
 )
@@ -275,6 +280,46 @@ func TestOracleWF20_BuriedStepJob(t *testing.T) {
 		o.checkSteps()
 		if got := strings.Join(o.violations, "\n"); got != c.want {
 			t.Errorf("%s: violations %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+// TestOracleAuditRefusesLostOrChangedRecords: before an instance opens
+// the journal, every record acknowledged so far must be there, unchanged:
+// a journal that ends before one lost it (RL-1), one that differs changed
+// it (RL-3).
+func TestOracleAuditRefusesLostOrChangedRecords(t *testing.T) {
+	fs := vfs.NewMem()
+	now := time.Unix(0, 1000)
+	j, err := journal.Open(Dir, journal.Options{FS: fs, Clock: clocktest.New(now)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Append(context.Background(), record.Record{Stream: "j", Body: enq(0)}, record.Record{Stream: "j", Body: start(1, 1000)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name   string
+		shown  func(shown []string) []string
+		want   string
+		passes bool
+	}{
+		{"as acknowledged", func(s []string) []string { return s }, "", true},
+		{"one more acknowledged", func(s []string) []string { return append(s, "3/...") }, "RL-1: acknowledged record seq 3 lost (the journal ends at 2)", false},
+		{"seq 2 acknowledged otherwise", func(s []string) []string { return []string{s[0], "2/..."} }, "RL-3: acknowledged record seq 2 changed", false},
+	} {
+		o := newOracle()
+		if !o.audit(fs, now) || len(o.shown) != 2 {
+			t.Fatalf("audit of the journal: %v, %d records", o.violations, len(o.shown))
+		}
+		o.shown = c.shown(o.shown)
+		ok := o.audit(fs, now)
+		got := strings.Join(o.violations, "\n")
+		if ok != c.passes || !strings.HasPrefix(got, c.want) || (c.want == "") != (got == "") {
+			t.Errorf("%s: audit %v, violations %q, want %q", c.name, ok, got, c.want)
 		}
 	}
 }
