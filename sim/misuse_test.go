@@ -2,6 +2,7 @@ package sim_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -95,6 +96,18 @@ var misuseTests = map[string]func(t *testing.T){
 	"check-zero-seeds":   func(t *testing.T) { sim.Check(t, 0, func(w *sim.World) { w.Advance(time.Second) }) },
 	"run-negative-seeds": func(t *testing.T) { sim.Run(t, -1, func(w *sim.World) { w.Advance(time.Second) }) },
 	"run-nil-scenario":   func(t *testing.T) { sim.Run(t, 2, nil) },
+	"run-seeds-env-zero": func(t *testing.T) {
+		t.Setenv("QUIRE_SEEDS", "0")
+		sim.Run(t, 2, func(w *sim.World) { w.Advance(time.Second) })
+	},
+	// -short divides 2 seeds by 10, and still runs one: the failing
+	// scenario must fail it.
+	"short-runs-a-seed": func(t *testing.T) {
+		if err := flag.Set("test.short", "true"); err != nil {
+			t.Fatal(err)
+		}
+		sim.Run(t, 2, misuseScenarios["step-after-finish"])
+	},
 }
 
 // TestMisuseChild runs the test of misuseTests, or the scenario of
@@ -125,7 +138,8 @@ func TestMisuseChild(t *testing.T) {
 // no-op before), and two works parked under one key by a handler, one on
 // a goroutine of its own (a panic that ended the test binary before). Run
 // and Check with no seed or no scenario fail the test before any seed
-// (zero seeds passed silently, a negative count panicked). The child's
+// (zero seeds passed silently, a negative count panicked), and so does a
+// QUIRE_SEEDS of 0; -short still runs one seed of two. The child's
 // own -test.timeout only bounds a hang of a broken harness; nothing here
 // depends on real time.
 func TestMisuseReported(t *testing.T) {
@@ -148,6 +162,8 @@ func TestMisuseReported(t *testing.T) {
 		{"check-zero-seeds", []string{"def = 0", "want at least 1"}, true},
 		{"run-negative-seeds", []string{"def = -1", "want at least 1"}, true},
 		{"run-nil-scenario", []string{"sim.Run: the scenario is nil"}, true},
+		{"run-seeds-env-zero", []string{`QUIRE_SEEDS="0": want a positive integer`}, true},
+		{"short-runs-a-seed", []string{"Enqueue after Finish"}, false},
 	}
 	failed := regexp.MustCompile(`--- FAIL: TestMisuseChild/(seed=0x[0-9a-f]+)`)
 	for _, c := range cases {
