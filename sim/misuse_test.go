@@ -431,3 +431,24 @@ func TestTakeNegativeFails(t *testing.T) {
 		t.Fatalf("err = %v, want the negative Take refused", err)
 	}
 }
+
+// TestTakeZeroReturnsAtOnce checks that a zero duration returns nil at
+// once and is not recorded among the works, as Take documents: the job
+// completes in its first attempt.
+func TestTakeZeroReturnsAtOnce(t *testing.T) {
+	w := sim.New(1)
+	handleA(w, func(ctx context.Context, d *api.Delivery, in msg) error {
+		return w.Take(ctx, "zero", 0, sim.Cooperate)
+	})
+	id := w.Enqueue("a", msg{})
+	w.Advance(time.Second)
+	if j := w.Job(id); j.Status != api.JobCompleted || j.Attempts != 1 {
+		t.Fatalf("job %+v, want completed in one attempt", j)
+	}
+	if err := w.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	if works := w.Works(); len(works) != 0 {
+		t.Fatalf("Take of 0 recorded works %+v", works)
+	}
+}
