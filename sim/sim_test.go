@@ -2,11 +2,13 @@ package sim_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/quire-dev/quire/api"
+	"github.com/quire-dev/quire/journal/record"
 	"github.com/quire-dev/quire/sim"
 )
 
@@ -125,4 +127,40 @@ func TestSignalBeforeWait(t *testing.T) {
 			w.T().Fatalf("workflow %s after the delay, want completed: the early signal was not kept", s)
 		}
 	})
+}
+
+// TestSeedDecidesJitter: the seed decides the engine's jitter draws, as
+// it decides every random choice of a world: retry delays with jitter
+// differ from seed to seed.
+func TestSeedDecidesJitter(t *testing.T) {
+	delays := func(seed uint64) string {
+		w := sim.New(seed)
+		w.Register(func(e *api.Engine) error {
+			return api.Handle(e, "flaky", func(ctx context.Context, d *api.Delivery, in msg) error {
+				return api.Retryable("FLAKY", errors.New("try again"))
+			}, api.MaxAttempts(6), api.Backoff(api.BackoffPolicy{Kind: api.BackoffFixed, Base: 10 * time.Second, JitterRatio: 0.5}))
+		})
+		w.Enqueue("flaky", msg{})
+		w.Advance(10 * time.Minute)
+		if err := w.Finish(); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, r := range w.Records() {
+			if b, ok := r.Body.(*record.AttemptRetryScheduled); ok {
+				out = append(out, time.Duration(b.DelayNanos).String())
+			}
+		}
+		if len(out) != 5 {
+			t.Fatalf("seed %d: %d retries, want 5", seed, len(out))
+		}
+		return strings.Join(out, " ")
+	}
+	first := delays(1)
+	for seed := uint64(2); seed <= 4; seed++ {
+		if delays(seed) != first {
+			return
+		}
+	}
+	t.Fatalf("seeds 1..4 draw the same retry delays %s", first)
 }
