@@ -173,3 +173,63 @@ func TestDL7_StartDueDuringAnAppendIsDecidedAtItsAcknowledgement(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// RL-9: the runner's one clock timer is armed at the earliest instant of
+// the machine's timers and the attempts' deadlines together: a running
+// attempt's notification instant comes first although a delayed job's
+// instant, later, is armed too.
+func TestRL9_OneTimerAtTheEarliestOfJobsAndDeadlines(t *testing.T) {
+	b := newWakeBundle(t, 4)
+	b.enqueue(t, time.Hour)
+	id := b.enqueue(t, 0)
+	if err := b.r.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := b.app.started(t, id)
+	n := time.Unix(0, s.NormalAt)
+	if !n.Before(ts(time.Hour)) {
+		t.Fatalf("precondition: notification instant %v before the delayed job's", n.Sub(t0))
+	}
+	if !b.armedAt(t, n) {
+		next, _ := b.clk.Next()
+		t.Fatalf("timer armed at %v, want the attempt's notification instant %v", next.Sub(t0), n.Sub(t0))
+	}
+	b.release <- struct{}{}
+	if err := b.r.WaitIdle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// RL-9: deadlines that come due together are acted on in order of their
+// instant, then of the seq of the record that armed them: two attempts
+// started at one instant reach their timeout together, and after a jump
+// past it their settlements are decided in token order.
+func TestRL9_DeadlinesDueTogetherSettleInTokenOrder(t *testing.T) {
+	b := newWakeBundle(t, 4)
+	first, second := b.enqueue(t, 0), b.enqueue(t, 0)
+	if err := b.r.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s1, _ := b.app.started(t, first)
+	s2, _ := b.app.started(t, second)
+	if s1.NormalAt != s2.NormalAt {
+		t.Fatalf("precondition: one notification instant, got %v and %v", s1.NormalAt, s2.NormalAt)
+	}
+	b.clk.Set(ts(time.Hour))
+	if err := b.r.WaitIdle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	b.app.mu.Lock()
+	for _, recs := range b.app.appends {
+		for _, r := range recs {
+			if s, ok := r.Body.(*record.AttemptRetryScheduled); ok {
+				order = append(order, s.JobID)
+			}
+		}
+	}
+	b.app.mu.Unlock()
+	if len(order) != 2 || order[0] != first || order[1] != second {
+		t.Fatalf("timed-out attempts settled in order %v, want [%s %s]", order, first, second)
+	}
+}
