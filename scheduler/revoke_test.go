@@ -77,6 +77,9 @@ func TestDL41_OwnerCutoffHandsTheTokenToTheFinalAbort(t *testing.T) {
 	if n := len(b.app.settlements()); n != 0 {
 		t.Fatalf("DL-41: the owner settled %d tokens past its owner cutoff", n)
 	}
+	if b.drainedNow() {
+		t.Fatal("DL-41: a drain is complete while a held attempt waits for the final abort")
+	}
 	n, err := b.r.Revoke(context.Background(), deadlines.ReasonForcedShutdown, ts(6*time.Second))
 	if err != nil || n != 1 {
 		t.Fatalf("Revoke = %d, %v; want 1 token", n, err)
@@ -212,6 +215,27 @@ func revokedRelease(t *testing.T, b *runnerBundle, at time.Duration) *record.Out
 
 // inFlight fails unless the runner still tracks n attempts: [Runner.Drain]
 // waits for them.
+// drainedNow reports whether a [Runner.Drain] that began now would be
+// complete at once.
+func (b *runnerBundle) drainedNow() bool {
+	b.t.Helper()
+	drained := false
+	err := b.r.call(context.Background(), func(time.Time) {
+		w := make(chan struct{})
+		b.r.drainWait = append(b.r.drainWait, w)
+		b.r.checkDrained()
+		select {
+		case <-w:
+			drained = true
+		default:
+		}
+	})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return drained
+}
+
 func (b *runnerBundle) inFlight(n int) {
 	b.t.Helper()
 	if got, err := b.r.InFlight(context.Background()); err != nil || got != n {
