@@ -26,8 +26,23 @@ func notes(m *Machine, n int) Decision {
 // takes no new op: a start or settlement decided meanwhile waits behind
 // at most that batch, however many callers are submitting. Once an
 // acknowledgement sends the batch to the committer, the op is taken. Calls,
-// which decide no record, are taken throughout.
+// which decide no record, are taken throughout. A batch is full when it
+// holds batchRecordsMax records, or when a second one had to be opened
+// behind it for records it had no room for.
 func TestRunner_IntakeStopsWhileBatchesWait(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		sizes   []int // the notes of each op submitted behind the append in flight
+		pending int   // the batches they make
+	}{
+		{"one batch of batchRecordsMax", []int{batchRecordsMax - 1, 1}, 1},
+		{"a second batch opened", []int{batchRecordsMax / 2, batchRecordsMax/2 + 1}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) { intakeStopsWhileBatchesWait(t, tc.sizes, tc.pending) })
+	}
+}
+
+func intakeStopsWhileBatchesWait(t *testing.T, sizes []int, batches int) {
 	synctest.Test(t, func(t *testing.T) {
 		app := &memAppender{release: make(chan struct{})}
 		m := NewMachine(Config{Workers: 1, DeliveryTimeout: deliveryTimeout}, replay.New())
@@ -57,8 +72,11 @@ func TestRunner_IntakeStopsWhileBatchesWait(t *testing.T) {
 			synctest.Wait()
 		}
 		submit(func(m *Machine) Decision { return notes(m, 1) }) // committing, held
-		submit(func(m *Machine) Decision { return notes(m, batchRecordsMax-1) })
-		submit(func(m *Machine) Decision { return notes(m, 1) }) // a full batch waits
+		queued := 0
+		for _, n := range sizes { // a full batch waits
+			submit(func(m *Machine) Decision { return notes(m, n) })
+			queued += n
+		}
 		var taken atomic.Bool
 		submit(func(m *Machine) Decision {
 			taken.Store(true)
@@ -73,8 +91,8 @@ func TestRunner_IntakeStopsWhileBatchesWait(t *testing.T) {
 		if err := r.Do(context.Background(), func(time.Time) { pending = len(r.pending) }); err != nil {
 			t.Fatal(err)
 		}
-		if pending != 1 {
-			t.Fatalf("%d batches pending, want the full one", pending)
+		if pending != batches {
+			t.Fatalf("%d batches pending, want %d", pending, batches)
 		}
 		app.release <- struct{}{} // the first append is acknowledged; the full batch goes
 		synctest.Wait()
@@ -88,7 +106,7 @@ func TestRunner_IntakeStopsWhileBatchesWait(t *testing.T) {
 		wg.Wait()
 		app.mu.Lock()
 		defer app.mu.Unlock()
-		if got, want := len(app.recs), 1+batchRecordsMax+1+1; got != want { // and Recover's record
+		if got, want := len(app.recs), 1+queued+1+1; got != want { // and Recover's record
 			t.Fatalf("%d records appended, want %d", got, want)
 		}
 	})
@@ -113,4 +131,67 @@ func TestRunner_NoTimerForEventsWhoseSubjectIsGone(t *testing.T) {
 	if at, ok := b.clk.Next(); ok {
 		t.Fatalf("a timer is armed for t0%+v with nothing left to do", at.Sub(t0))
 	}
+}
+
+// A Submit whose ctx has ended before the call returns ctx.Err() and never
+// runs its fn, however ready the loop is to take it: a ctx.Err() from
+// Submit always means nothing was appended (RL-1).
+func TestRL1_SubmitWithAnEndedCtxRunsNothing(t *testing.T) {
+	b := newRunnerBundle(t, func(ctx context.Context, a *Attempt) Result { return Result{} })
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	ran := 0
+	for range 64 {
+		err := b.r.Submit(ctx, func(m *Machine, now time.Time) (Decision, error) {
+			ran++
+			return m.Note(&record.Debug{Code: "TEST"}), nil
+		})
+		if err != context.Canceled {
+			t.Fatalf("Submit with an ended ctx returned %v, want %v", err, context.Canceled)
+		}
+	}
+	b.sync()
+	if ran != 0 {
+		t.Fatalf("%d of 64 submits with an ended ctx ran their fn", ran)
+	}
+}
+
+// WD-6: a periodic deadline check that finds nothing decides an empty
+// decision, which no caller waits for. Decided while an append is in
+// flight, it leaves nothing behind for the acknowledgement to answer: the
+// loop goes on taking ops after it.
+func TestWD6_EmptyCheckDuringAnAppendLeavesNothingToAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newRunnerBundle(t, func(ctx context.Context, a *Attempt) Result { return Result{} },
+			func(c *RunnerConfig) { c.DeadlineCheckInterval = time.Second })
+		ctx := context.Background()
+		if err := b.r.SetDispatch(ctx, true); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.r.EnableDeadlineChecks(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.r.WaitIdle(ctx); err != nil {
+			t.Fatal(err)
+		}
+		b.app.mu.Lock()
+		b.app.holdAll = true
+		b.app.mu.Unlock()
+		noted := make(chan error, 1)
+		go func() { noted <- b.r.Note(ctx, &record.Debug{Code: "TEST"}) }()
+		synctest.Wait() // the note's append is in flight
+		b.clk.Set(ts(time.Second))
+		// A pass of the loop decides the check due at 1 s; it finds nothing.
+		if err := b.r.Do(ctx, func(time.Time) {}); err != nil {
+			t.Fatal(err)
+		}
+		b.app.mu.Lock()
+		b.app.holdAll = false
+		b.app.mu.Unlock()
+		b.app.release <- struct{}{}
+		if err := <-noted; err != nil {
+			t.Fatal(err)
+		}
+		b.sync() // blocked on a reply to no one, the loop would deadlock the bubble
+	})
 }
