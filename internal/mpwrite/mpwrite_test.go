@@ -85,9 +85,11 @@ func TestAppendScalars(t *testing.T) {
 		{"int32 0", AppendInt32(nil, 0), []byte{0xd2, 0, 0, 0, 0}},
 		{"int32 -1", AppendInt32(nil, -1), []byte{0xd2, 0xff, 0xff, 0xff, 0xff}},
 		{"int32 min", AppendInt32(nil, math.MinInt32), []byte{0xd2, 0x80, 0, 0, 0}},
+		{"int32 big-endian", AppendInt32(nil, 0x01020304), []byte{0xd2, 1, 2, 3, 4}},
 		{"int64 1", AppendInt64(nil, 1), []byte{0xd3, 0, 0, 0, 0, 0, 0, 0, 1}},
 		{"int64 min", AppendInt64(nil, math.MinInt64), []byte{0xd3, 0x80, 0, 0, 0, 0, 0, 0, 0}},
 		{"uint64 max", AppendUint64(nil, math.MaxUint64), []byte{0xcf, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}},
+		{"uint64 big-endian", AppendUint64(nil, 0x0102030405060708), []byte{0xcf, 1, 2, 3, 4, 5, 6, 7, 8}},
 		{"float64 1.5", AppendFloat64(nil, 1.5), []byte{0xcb, 0x3f, 0xf8, 0, 0, 0, 0, 0, 0}},
 		{"float64 -0", AppendFloat64(nil, math.Copysign(0, -1)), []byte{0xcb, 0x80, 0, 0, 0, 0, 0, 0, 0}},
 	}
