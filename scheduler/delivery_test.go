@@ -458,3 +458,82 @@ func TestRunnerEventHeapStaysBoundedUnderLoad(t *testing.T) {
 		t.Fatalf("event heap holds %d entries after %d attempts settled, want <= %d", size, jobs, 2*eventsCompactMin)
 	}
 }
+
+// launchedAt starts a runner over an inertClock whose one job's
+// attempt_started is decided at t0 and acknowledged at t0 + at: the
+// attempt is first observed then (DL-24). T = 30 s, so P = N = 29 s and a
+// timeout's C = 29.25 s. Each execution sends its context's cause on the
+// channel returned, as it starts, and returns.
+func launchedAt(t *testing.T, at time.Duration) (*Runner, *timedAppender, chan error) {
+	t.Helper()
+	clk := clocktest.New(t0)
+	app := &timedAppender{clk: clk}
+	entered := make(chan error, 1)
+	m := NewMachine(Config{
+		Workers: 1, DeliveryTimeout: deliveryTimeout,
+		NewIDFunc: func(prefix string, _ time.Time) string { return prefix + "1" },
+	}, replay.New())
+	r := NewRunner(RunnerConfig{Clock: inertClock{clk}, Appender: app,
+		Execute: func(ctx context.Context, a *Attempt) Result {
+			entered <- context.Cause(ctx)
+			return Result{}
+		}}, m)
+	startRecovered(t, r)
+	t.Cleanup(app.open) // before Stop, which waits for the append in flight
+	ctx := context.Background()
+	if err := r.Submit(ctx, func(m *Machine, now time.Time) (Decision, error) {
+		d, _ := m.Enqueue(now, EnqueueRequest{Handler: "h", Queue: "default", Retry: defaultRetry, Payload: []byte{0x80}})
+		return d, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	app.close()
+	if err := r.SetDispatch(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	<-app.waiting // attempt_started, decided at t0
+	clk.Set(ts(at))
+	app.open()
+	return r, app, entered
+}
+
+// DL-18, DL-24: an attempt first observed at its notification instant N
+// is notified before its execution starts: the handler finds its context
+// cancelled with DELIVERY_TIMEOUT at N, although no timer woke the runner.
+func TestDL24_AttemptFirstObservedAtNStartsNotified(t *testing.T) {
+	r, _, entered := launchedAt(t, 29*time.Second)
+	var cr *CancelReason
+	if cause := <-entered; !errors.As(cause, &cr) || cr.Reason != deadlines.ReasonDeliveryTimeout || !cr.At.Equal(ts(29*time.Second)) {
+		t.Fatalf("the execution started with cause %v, want the timeout at N", cause)
+	}
+	if err := r.WaitIdle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// DL-24: an attempt first observed at its cooperative deadline C, not
+// only after it, runs nothing: its execution is not_started.
+func TestDL24_AttemptFirstObservedAtCRunsNothing(t *testing.T) {
+	r, app, entered := launchedAt(t, 29250*time.Millisecond)
+	if err := r.WaitIdle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-entered:
+		t.Fatal("the execution started at C")
+	default:
+	}
+	app.mu.Lock()
+	defer app.mu.Unlock()
+	var execution []string
+	for _, recs := range app.appends {
+		for _, rec := range recs {
+			if o := outcomeOf(rec.Body); o != nil {
+				execution = append(execution, o.Execution)
+			}
+		}
+	}
+	if len(execution) != 1 || execution[0] != executionNotStarted {
+		t.Fatalf("settlements with execution %v, want [%s]", execution, executionNotStarted)
+	}
+}
