@@ -23,6 +23,13 @@ func TestDL36_CleanupMessageIsBounded(t *testing.T) {
 	if got := cleanupMessage(codes, long, 10); len(got) > 10 {
 		t.Fatalf("n=10: %d bytes %q", len(got), got)
 	}
+	// With room for the separator but not one byte of the text, the text
+	// and its separator are left out together.
+	head := "attempt cleanup failed: " + CodeTerminationCleanupFailed
+	tail := " (also " + CodeResourceReleasePanicked + ", " + CodeScopeCleanupFailed + ")"
+	if got := cleanupMessage(codes, long, len(head)+len(": ")+len(tail)); got != head+tail {
+		t.Fatalf("no room for the text: %q, want %q", got, head+tail)
+	}
 	if got, want := withCleanup("boom", codes[2:], "close \"r\": gone"), `boom; attempt cleanup failed: DELIVERY_SCOPE_CLEANUP_FAILED: close "r": gone`; got != want {
 		t.Fatalf("got %q, want %q", got, want)
 	}
