@@ -49,6 +49,14 @@ func TestMailboxNotesAndOrder(t *testing.T) {
 	if !noted() {
 		t.Fatal("no note after a put into the emptied box")
 	}
+	b.put(7)
+	if got = b.take(got[:0], 1); !slices.Equal(got, []int{6}) {
+		t.Fatalf("take(1) = %v, want [6]", got)
+	}
+	// One value is left: a put would leave no note for it, so take does.
+	if !noted() {
+		t.Fatal("no note for the one value take left")
+	}
 }
 
 // inExecute counts goroutines inside Runner.execute.
