@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -535,5 +536,76 @@ func TestDL24_AttemptFirstObservedAtCRunsNothing(t *testing.T) {
 	}
 	if len(execution) != 1 || execution[0] != executionNotStarted {
 		t.Fatalf("settlements with execution %v, want [%s]", execution, executionNotStarted)
+	}
+}
+
+// DL-28, DL-32, DL-35: when a normal After panics, the unwind stops: the
+// entries it did not reach and the panicked one get their termination
+// hooks, inner first, each told the cause Panicked and its own exit.
+func TestDL35_HooksAfterAPanickedAfterSeePanicked(t *testing.T) {
+	type seen struct {
+		name  string
+		cause Cause
+		exit  Exit
+	}
+	ran := make(chan seen, 2)
+	hook := func(name string) HookFunc {
+		return func(ctx context.Context, run *HookRun) error {
+			ran <- seen{name, run.Cause, run.Exit}
+			return nil
+		}
+	}
+	b := newRunnerBundle(t, func(ctx context.Context, a *Attempt) Result {
+		a.Enter("outer", hook("outer"))
+		a.SetExit(a.Enter("inner", hook("inner")), ExitPanicked)
+		return Result{Failure: &Failure{Code: "MIDDLEWARE_PANICKED", Message: "boom"}}
+	})
+	if err := b.r.SetDispatch(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.r.WaitIdle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	close(ran)
+	var got []seen
+	for s := range ran {
+		got = append(got, s)
+	}
+	want := []seen{{"inner", CausePanicked, ExitPanicked}, {"outer", CausePanicked, ExitNotStarted}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("hooks ran %+v, want %+v", got, want)
+	}
+}
+
+// Once the execution has returned, its context is cancelled, so that what
+// user code derived from it ends with the pipeline, and no cancellation
+// reason is recorded for it (DL-16, DL-19): the attempt settles with none.
+func TestDL19_ReturnedExecutionsContextEndsWithoutAReason(t *testing.T) {
+	ctxs := make(chan context.Context, 1)
+	b := newRunnerBundle(t, func(ctx context.Context, a *Attempt) Result {
+		derived, cancel := context.WithCancel(ctx)
+		t.Cleanup(cancel)
+		ctxs <- derived
+		return Result{}
+	})
+	if err := b.r.SetDispatch(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.r.WaitIdle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	derived := <-ctxs
+	select {
+	case <-derived.Done():
+	default:
+		t.Fatal("a context derived from a returned execution's is not cancelled")
+	}
+	var cr *CancelReason
+	if errors.As(context.Cause(derived), &cr) {
+		t.Fatalf("the returned execution's context names a reason: %v", cr)
+	}
+	s := b.app.settlements()
+	if len(s) != 1 || outcomeOf(s[0].Body).Reason != "" {
+		t.Fatalf("settlements %v, want one with no reason", s)
 	}
 }
