@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/quire-dev/quire/clock"
@@ -382,6 +383,10 @@ type inertClock struct{ *clocktest.Clock }
 
 func (inertClock) NewTimer(time.Duration) clock.Timer { return inertTimer{make(chan time.Time)} }
 
+// NewTimerAt hides the fake clock's own, which [clock.NewTimerAt] prefers
+// and whose timers fire.
+func (inertClock) NewTimerAt(time.Time) clock.Timer { return inertTimer{make(chan time.Time)} }
+
 type inertTimer struct{ ch chan time.Time }
 
 func (t inertTimer) C() <-chan time.Time    { return t.ch }
@@ -607,5 +612,83 @@ func TestDL19_ReturnedExecutionsContextEndsWithoutAReason(t *testing.T) {
 	s := b.app.settlements()
 	if len(s) != 1 || outcomeOf(s[0].Body).Reason != "" {
 		t.Fatalf("settlements %v, want one with no reason", s)
+	}
+}
+
+// DL-26, DL-37: an execution that returns after it was abandoned, while
+// its owner still runs the termination hooks, is fenced out and leaves
+// the quarantine at once; it counts as joined before the scope closes.
+func TestDL26_LateReturnDuringCleanupIsFenced(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		execRelease, hookRelease, hooked := make(chan struct{}), make(chan struct{}), make(chan struct{})
+		b := newRunnerBundle(t, func(ctx context.Context, a *Attempt) Result {
+			a.Enter("m", func(ctx context.Context, run *HookRun) error {
+				close(hooked)
+				<-hookRelease
+				return nil
+			})
+			<-execRelease
+			return Result{}
+		})
+		ctx := context.Background()
+		if err := b.r.SetDispatch(ctx, true); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait() // the execution runs
+		b.clk.Set(ts(29 * time.Second))
+		b.sync()
+		b.clk.Set(ts(29250 * time.Millisecond)) // C: abandoned; the hook runs
+		b.sync()
+		<-hooked
+		close(execRelease)
+		// Blocked for good unless the late return leaves the quarantine.
+		if err := b.r.WaitQuarantine(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if q := b.r.Quarantine(); q.Fenced != 1 || q.Executions != 0 {
+			t.Fatalf("after the late return: %+v", q)
+		}
+		close(hookRelease)
+		if err := b.r.WaitIdle(ctx); err != nil {
+			t.Fatal(err)
+		}
+		s := b.app.settlements()
+		if len(s) != 1 {
+			t.Fatalf("%d settlements, want 1", len(s))
+		}
+		if o := outcomeOf(s[0].Body); !o.Joined || o.Execution != executionAbandoned || o.Scope != scopeClosed {
+			t.Fatalf("settlement %+v", *o)
+		}
+	})
+}
+
+// DL-20: no stage may start from C on, C included, even before the owner
+// has observed C and abandoned the execution.
+func TestDL20_ProceedEndsAtC(t *testing.T) {
+	clk := clocktest.New(t0)
+	a := &Attempt{clk: clk}
+	a.setC(ts(time.Second))
+	clk.Set(ts(time.Second - 1))
+	if !a.Proceed() {
+		t.Fatal("Proceed before C = false")
+	}
+	clk.Set(ts(time.Second))
+	if a.Proceed() {
+		t.Fatal("Proceed at C = true")
+	}
+}
+
+// DL-26, DL-27: once the owner has fixed the ledger, the abandoned
+// goroutine can neither enter another middleware nor change an exit.
+func TestDL26_FrozenLedgerIgnoresTheAbandonedGoroutine(t *testing.T) {
+	a := &Attempt{}
+	i := a.Enter("m", nil)
+	a.freeze()
+	if j := a.Enter("late", nil); j != -1 {
+		t.Fatalf("Enter after the freeze = %d, want -1", j)
+	}
+	a.SetExit(i, ExitCompleted)
+	if names, exits, _ := a.audit(); strings.Join(names, " ") != "m" || strings.Join(exits, " ") != "not_started" {
+		t.Fatalf("ledger %v with exits %v after the freeze, want [m] [not_started]", names, exits)
 	}
 }
