@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quire-dev/quire/clock/clocktest"
 	"github.com/quire-dev/quire/deadlines"
 	"github.com/quire-dev/quire/journal/record"
 )
@@ -21,7 +22,7 @@ func (f closerFunc) Close() error { return f() }
 // is cancelled. It returns once the attempt runs under a 30 s root forced
 // at 5 s: the execution returned within its window and the scope's close
 // hangs; the owner cutoff is F(5) = 6.
-func hangingScope(t *testing.T, deferAbort bool) (b *runnerBundle, release chan struct{}) {
+func hangingScope(t *testing.T, deferAbort bool, mods ...func(*RunnerConfig)) (b *runnerBundle, release chan struct{}) {
 	t.Helper()
 	closing, release := make(chan struct{}), make(chan struct{})
 	t.Cleanup(func() {
@@ -43,7 +44,7 @@ func hangingScope(t *testing.T, deferAbort bool) (b *runnerBundle, release chan 
 		close(started)
 		<-ctx.Done()
 		return Result{}
-	})
+	}, mods...)
 	ctx := context.Background()
 	if err := b.r.SetDispatch(ctx, true); err != nil {
 		t.Fatal(err)
@@ -121,6 +122,26 @@ func TestDL41_WithoutDeferralTheOwnerSettles(t *testing.T) {
 	s := b.app.settlements()
 	if len(s) != 1 || outcomeOf(s[0].Body).Code != CodeScopeCleanupTimedOut {
 		t.Fatalf("settlements %v", s)
+	}
+}
+
+// TestDL41_RevokeLetsAnOwnerDueNowSettleFirst: the final abort at 6 comes
+// at the very instant the owner's scope close is timed out, before any
+// timer woke the runner for it: the owner acts first and settles its token
+// itself, and nothing is left to revoke.
+func TestDL41_RevokeLetsAnOwnerDueNowSettleFirst(t *testing.T) {
+	b, _ := hangingScope(t, false, func(c *RunnerConfig) { c.Clock = inertClock{c.Clock.(*clocktest.Clock)} })
+	b.clk.Set(ts(6 * time.Second))
+	n, err := b.r.Revoke(context.Background(), deadlines.ReasonForcedShutdown, ts(6*time.Second))
+	if err != nil || n != 0 {
+		t.Fatalf("Revoke = %d, %v; want no token left to revoke", n, err)
+	}
+	if err := b.r.Drain(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s := b.app.settlements()
+	if len(s) != 1 || outcomeOf(s[0].Body).Code != CodeScopeCleanupTimedOut {
+		t.Fatalf("settlements %v, want the owner's own", s)
 	}
 }
 
@@ -492,4 +513,82 @@ func TestDL30_DL41_StopAfterRevokeRestartsNothing(t *testing.T) {
 	if o.Scope != scopeTimedOut || strings.Join(o.TerminationExits, " ") != "interrupted" {
 		t.Fatalf("release %+v", *o)
 	}
+}
+
+// TestDL41_DL38_RevokedRunningExecutionIsReleasedUnjoined: the final abort
+// at 6 finds the execution still running and ignoring its cancellation:
+// it is abandoned at once, its scope withheld, and the release decided
+// then records that the execution was never joined.
+func TestDL41_DL38_RevokedRunningExecutionIsReleasedUnjoined(t *testing.T) {
+	release, started := make(chan struct{}), make(chan struct{})
+	b := newRunnerBundle(t, func(ctx context.Context, a *Attempt) Result {
+		close(started)
+		<-release
+		return Result{}
+	})
+	t.Cleanup(func() { close(release) }) // before Stop
+	ctx := context.Background()
+	if err := b.r.SetDispatch(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	if err := b.r.StopAdmission(ctx); err != nil { // a shutdown's phase 1: the release starts nothing
+		t.Fatal(err)
+	}
+	if err := b.r.InstallRoot(ctx, deadlines.NewRoot(t0, 30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	b.clk.Set(ts(6 * time.Second))
+	if n, err := b.r.Revoke(ctx, deadlines.ReasonForcedShutdown, ts(6*time.Second)); err != nil || n != 1 {
+		t.Fatalf("Revoke = %d, %v; want 1 token", n, err)
+	}
+	if err := b.r.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	o := revokedRelease(t, b, 6*time.Second)
+	if o.Joined || o.Execution != executionAbandoned || o.Scope != scopeQuarantined {
+		t.Fatalf("DL-38: release of a running execution %+v", *o)
+	}
+}
+
+// TestDL41_TimedOutAttemptIsNotHeldForTheFinalAbort: with the final abort
+// deferred under a 60 s root, an attempt stopped by its own timeout has
+// the owner cutoff H = 30; its owner, whose scope close hangs until then,
+// still settles the token itself at 30.
+func TestDL41_TimedOutAttemptIsNotHeldForTheFinalAbort(t *testing.T) {
+	release, closing, started := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	b := newRunnerBundle(t, func(ctx context.Context, a *Attempt) Result {
+		if err := a.Scope().Register("conn", closerFunc(func() error {
+			close(closing)
+			<-release
+			return nil
+		})); err != nil {
+			t.Error(err)
+		}
+		close(started)
+		<-ctx.Done()
+		return Result{}
+	})
+	t.Cleanup(func() { close(release) }) // before Stop
+	ctx := context.Background()
+	if err := b.r.DeferFinalAbort(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.r.InstallRoot(ctx, deadlines.NewRoot(t0, 60*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.r.SetDispatch(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	b.clk.Set(ts(29 * time.Second)) // P: the timeout; the execution returns
+	b.sync()
+	<-closing
+	b.clk.Set(ts(30 * time.Second)) // H: the close is timed out
+	b.sync()
+	s := b.app.settlements()
+	if len(s) != 1 || outcomeOf(s[0].Body).Reason != deadlines.ReasonDeliveryTimeout.String() {
+		t.Fatalf("DL-41: settlements %v, want the owner's own, with the timeout", s)
+	}
+	b.inFlight(0)
 }
