@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -193,5 +194,53 @@ func TestWD6_EmptyCheckDuringAnAppendLeavesNothingToAnswer(t *testing.T) {
 			t.Fatal(err)
 		}
 		b.sync() // blocked on a reply to no one, the loop would deadlock the bubble
+	})
+}
+
+// errAppend is the failure of a failingAppender.
+var errAppend = errors.New("append failed")
+
+// failingAppender is a memAppender whose appends, once failing is set,
+// wait for release to be closed and fail.
+type failingAppender struct {
+	memAppender
+	failing atomic.Bool
+}
+
+func (a *failingAppender) Append(ctx context.Context, index []IndexEntry, recs []record.Record, units []Unit) ([]uint64, error) {
+	if a.failing.Load() {
+		<-a.release
+		return nil, errAppend
+	}
+	return a.memAppender.Append(ctx, index, recs, units)
+}
+
+// RL-2: a failed append stops the runner, and every caller waiting on a
+// decision, the one being committed and those behind it alike, gets the
+// append's error; none is left waiting.
+func TestRL2_FailedAppendAnswersEveryWaitingCaller(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		app := &failingAppender{memAppender: memAppender{release: make(chan struct{})}}
+		m := NewMachine(Config{Workers: 1, DeliveryTimeout: deliveryTimeout}, replay.New())
+		var fatal atomic.Value
+		r := NewRunner(RunnerConfig{Clock: clocktest.New(t0), Appender: app,
+			Execute: func(ctx context.Context, a *Attempt) Result { return Result{} },
+			OnFatal: func(err error) { fatal.Store(err) }}, m)
+		startRecovered(t, r)
+		app.failing.Store(true)
+		errs := make(chan error, 2)
+		for range 2 { // the first is committed, the second waits behind it
+			go func() { errs <- r.Note(context.Background(), &record.Debug{Code: "TEST"}) }()
+			synctest.Wait()
+		}
+		close(app.release)
+		for range 2 {
+			if err := <-errs; !errors.Is(err, errAppend) {
+				t.Fatalf("a caller got %v, want the append's error", err)
+			}
+		}
+		if err, _ := fatal.Load().(error); !errors.Is(err, errAppend) {
+			t.Fatalf("OnFatal got %v", err)
+		}
 	})
 }
