@@ -233,3 +233,47 @@ func TestRL9_DeadlinesDueTogetherSettleInTokenOrder(t *testing.T) {
 		t.Fatalf("timed-out attempts settled in order %v, want [%s %s]", order, first, second)
 	}
 }
+
+// RL-11, RL-1: the summary a finished workflow leaves behind for lookups
+// before its append is acknowledged goes once the append is: memory does
+// not grow with the workflows that ever finished.
+func TestRL11_FinishedWorkflowsLeaveNothingOnceAcknowledged(t *testing.T) {
+	clk := clocktest.New(t0)
+	def := &WorkflowDef{Name: "flow", Hash: "hflow", Steps: []StepDef{{Kind: StepDelay, Name: "delay_0", Delay: time.Second}}}
+	ids := 0
+	m := NewMachine(Config{
+		Workers: 1, DeliveryTimeout: deliveryTimeout,
+		NewIDFunc:    func(prefix string, _ time.Time) string { ids++; return prefix + strconv.Itoa(ids) },
+		WorkflowFunc: func(string) *WorkflowDef { return def },
+	}, replay.New())
+	r := NewRunner(RunnerConfig{Clock: clk, Appender: &timedAppender{clk: clk},
+		Execute: func(ctx context.Context, a *Attempt) Result { return Result{} }}, m)
+	startRecovered(t, r)
+	ctx := context.Background()
+	var id string
+	if err := r.Submit(ctx, func(m *Machine, now time.Time) (Decision, error) {
+		d, wid, err := m.StartWorkflow(now, DispatchRequest{Name: "flow"})
+		id = wid
+		return d, err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.SetDispatch(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	clk.Set(ts(time.Second)) // the delay fires: the workflow completes
+	if err := r.WaitIdle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var inState bool
+	var recent int
+	if err := r.Do(ctx, func(time.Time) { _, inState = m.State().Workflows[id]; recent = len(m.recent) }); err != nil {
+		t.Fatal(err)
+	}
+	if inState {
+		t.Fatalf("precondition: workflow %s finished and left the state", id)
+	}
+	if recent != 0 {
+		t.Fatalf("%d finished workflows kept after their append was acknowledged", recent)
+	}
+}
