@@ -109,3 +109,28 @@ func TestWD10_HandlerLaunchedUnderARootEndsAtG(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// WD-10, DL-18: when a shutdown's G falls on the instant the handler's
+// DeliveryTimeout ends, the tie goes to shutdown, as DL-18 gives it for
+// attempts: the context ends with the shutdown deadline, so a handler that
+// fails on it is unfinished at shutdown and runs again after the next
+// start, rather than being recorded as failed.
+func TestWD10_DL18_TimeoutAtGEndsTheHandlerAsShutdown(t *testing.T) {
+	r, ctxs := handlerAt(t)
+	ctx := <-ctxs // launched at 1 s: DeliveryTimeout ends at 11 s
+	root := deadlines.NewRoot(ts(time.Second), 12*time.Second)
+	if !root.G().Equal(ts(11 * time.Second)) {
+		t.Fatalf("G = %v, want 11 s", root.G().Sub(t0))
+	}
+	if err := r.InstallRoot(context.Background(), root); err != nil {
+		t.Fatal(err)
+	}
+	r.cfg.Clock.(inertClock).Set(ts(11 * time.Second))
+	if err := r.Sync(context.Background()); err != nil { // acts on the deadline due at 11 s
+		t.Fatal(err)
+	}
+	var cr *CancelReason
+	if !errors.As(context.Cause(ctx), &cr) || cr.Reason != deadlines.ReasonShutdownDeadline || !cr.At.Equal(root.G()) {
+		t.Fatalf("handler context cause %v; want the shutdown deadline at G = 11 s", context.Cause(ctx))
+	}
+}

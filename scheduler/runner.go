@@ -153,10 +153,12 @@ type handlerRun struct {
 	reason   deadlines.Reason // recorded when deadline is reached
 }
 
-// lowerTo brings h's deadline down to at, for reason, if that is earlier,
-// and returns whether it did.
+// lowerTo brings h's deadline down to at, for reason, if that is not
+// later, and returns whether it did. It is called only with shutdown's G:
+// a G on the handler's own deadline takes it over, as DL-18 gives ties to
+// shutdown, so a handler ended there is unfinished at shutdown (WD-10).
 func (h *handlerRun) lowerTo(at time.Time, reason deadlines.Reason) bool {
-	if !at.Before(h.deadline) {
+	if at.After(h.deadline) || at.Equal(h.deadline) && h.reason == reason {
 		return false
 	}
 	h.deadline, h.reason = at, reason
