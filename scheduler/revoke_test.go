@@ -17,22 +17,14 @@ type closerFunc func() error
 
 func (f closerFunc) Close() error { return f() }
 
-// hangingScope starts a runner whose attempt registers a scope resource
-// whose Close blocks until release is closed, and returns when its context
-// is cancelled. It returns once the attempt runs under a 30 s root forced
-// at 5 s: the execution returned within its window and the scope's close
-// hangs; the owner cutoff is F(5) = 6.
-func hangingScope(t *testing.T, deferAbort bool, mods ...func(*RunnerConfig)) (b *runnerBundle, release chan struct{}) {
+// hangingClose starts a runner, dispatch still off, whose attempt
+// registers a scope resource, closes started, and returns when its
+// context is cancelled. The resource's Close closes closing, then blocks
+// until release is closed, which the test's cleanup does before the
+// runner stops if the test has not.
+func hangingClose(t *testing.T, mods ...func(*RunnerConfig)) (b *runnerBundle, started, closing, release chan struct{}) {
 	t.Helper()
-	closing, release := make(chan struct{}), make(chan struct{})
-	t.Cleanup(func() {
-		select {
-		case <-release:
-		default:
-			close(release)
-		}
-	})
-	started := make(chan struct{})
+	started, closing, release = make(chan struct{}), make(chan struct{}), make(chan struct{})
 	b = newRunnerBundle(t, func(ctx context.Context, a *Attempt) Result {
 		if err := a.Scope().Register("conn", closerFunc(func() error {
 			close(closing)
@@ -45,6 +37,22 @@ func hangingScope(t *testing.T, deferAbort bool, mods ...func(*RunnerConfig)) (b
 		<-ctx.Done()
 		return Result{}
 	}, mods...)
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	return b, started, closing, release
+}
+
+// hangingScope starts a hangingClose runner and returns once its attempt
+// runs under a 30 s root forced at 5 s: the execution returned within its
+// window and the scope's close hangs; the owner cutoff is F(5) = 6.
+func hangingScope(t *testing.T, deferAbort bool, mods ...func(*RunnerConfig)) (b *runnerBundle, release chan struct{}) {
+	t.Helper()
+	b, started, closing, release := hangingClose(t, mods...)
 	ctx := context.Background()
 	if err := b.r.SetDispatch(ctx, true); err != nil {
 		t.Fatal(err)
@@ -556,20 +564,7 @@ func TestDL41_DL38_RevokedRunningExecutionIsReleasedUnjoined(t *testing.T) {
 // the owner cutoff H = 30; its owner, whose scope close hangs until then,
 // still settles the token itself at 30.
 func TestDL41_TimedOutAttemptIsNotHeldForTheFinalAbort(t *testing.T) {
-	release, closing, started := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	b := newRunnerBundle(t, func(ctx context.Context, a *Attempt) Result {
-		if err := a.Scope().Register("conn", closerFunc(func() error {
-			close(closing)
-			<-release
-			return nil
-		})); err != nil {
-			t.Error(err)
-		}
-		close(started)
-		<-ctx.Done()
-		return Result{}
-	})
-	t.Cleanup(func() { close(release) }) // before Stop
+	b, started, closing, _ := hangingClose(t)
 	ctx := context.Background()
 	if err := b.r.DeferFinalAbort(ctx); err != nil {
 		t.Fatal(err)
