@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"strconv"
 	"testing"
 	"time"
 
@@ -19,10 +18,9 @@ var benchPayload = []byte{0x81, 0xa1, 'n', 0x01}
 // decisions' share of the loop's work per job, without the runner, the
 // journal or the attempt's goroutine.
 func BenchmarkMachineJob(b *testing.B) {
-	ids := 0
 	m := NewMachine(Config{
 		Workers: 1, DeliveryTimeout: deliveryTimeout,
-		NewIDFunc: func(prefix string, _ time.Time) string { ids++; return prefix + strconv.Itoa(ids) },
+		NewIDFunc: seqIDs(),
 	}, replay.New())
 	now := t0
 	d, _ := m.Recover(now, "run_1", "bench")
@@ -66,10 +64,9 @@ func BenchmarkRunnerDrain(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		b.StopTimer()
-		ids := 0
 		m := NewMachine(Config{
 			Workers: 64, DeliveryTimeout: deliveryTimeout,
-			NewIDFunc: func(prefix string, _ time.Time) string { ids++; return prefix + strconv.Itoa(ids) },
+			NewIDFunc: seqIDs(),
 		}, replay.New())
 		r := NewRunner(RunnerConfig{
 			Clock: clocktest.New(t0), Appender: discardAppender{},

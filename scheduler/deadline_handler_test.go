@@ -3,7 +3,6 @@ package scheduler
 import (
 	"context"
 	"errors"
-	"strconv"
 	"testing"
 	"time"
 
@@ -23,10 +22,9 @@ func handlerAt(t *testing.T, roots ...deadlines.Root) (*Runner, chan context.Con
 	clk := clocktest.New(t0)
 	def := delayThen("flow", time.Hour)
 	def.Deadline, def.OnDeadline = time.Second, "on_deadline"
-	ids := 0
 	m := NewMachine(Config{
 		Workers: 1, DeliveryTimeout: deliveryTimeout,
-		NewIDFunc:    func(prefix string, _ time.Time) string { ids++; return prefix + strconv.Itoa(ids) },
+		NewIDFunc:    seqIDs(),
 		WorkflowFunc: func(string) *WorkflowDef { return def },
 	}, replay.New())
 	ctxs := make(chan context.Context, 1)

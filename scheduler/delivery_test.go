@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -427,10 +426,9 @@ func TestDL39_CommitObservedAtTheCapIsUnresolved(t *testing.T) {
 // compaction the heap held about rate × DeliveryTimeout entries under
 // sustained load. The clock does not move here, so no event is ever due.
 func TestRunnerEventHeapStaysBoundedUnderLoad(t *testing.T) {
-	ids := 0
 	m := NewMachine(Config{
 		Workers: 4, DeliveryTimeout: deadlines.DeliveryTimeoutMax,
-		NewIDFunc: func(prefix string, _ time.Time) string { ids++; return prefix + strconv.Itoa(ids) },
+		NewIDFunc: seqIDs(),
 	}, replay.New())
 	r := NewRunner(RunnerConfig{
 		Clock: clocktest.New(t0), Appender: &memAppender{},

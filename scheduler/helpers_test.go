@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strconv"
 	"time"
 
 	"github.com/quire-dev/quire/deadlines"
@@ -22,6 +23,13 @@ func ts(d time.Duration) time.Time { return t0.Add(d) }
 var defaultRetry = RetryPolicy(3, deadlines.Backoff{}.WithDefaults())
 
 const deliveryTimeout = 30 * time.Second
+
+// seqIDs returns a Config.NewIDFunc that numbers ids from 1 after their
+// prefix: "job_1", "wf_2", ...
+func seqIDs() func(prefix string, _ time.Time) string {
+	ids := 0
+	return func(prefix string, _ time.Time) string { ids++; return prefix + strconv.Itoa(ids) }
+}
 
 // tb is what the helpers need from *testing.T and *rapid.T.
 type tb interface {

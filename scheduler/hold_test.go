@@ -4,7 +4,6 @@ import (
 	"context"
 	"runtime"
 	"slices"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -97,10 +96,9 @@ func newHoldBundle(t *testing.T) *holdBundle {
 	t.Helper()
 	b := &holdBundle{clk: clocktest.New(t0)}
 	b.app = &timedAppender{clk: b.clk, took: commitTook}
-	ids := 0
 	m := NewMachine(Config{
 		Workers: 4, DeliveryTimeout: deliveryTimeout,
-		NewIDFunc: func(prefix string, _ time.Time) string { ids++; return prefix + strconv.Itoa(ids) },
+		NewIDFunc: seqIDs(),
 	}, replay.New())
 	b.r = NewRunner(RunnerConfig{
 		Clock: b.clk, Appender: b.app,

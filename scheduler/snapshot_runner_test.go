@@ -19,10 +19,9 @@ import (
 func TestRL12_FailedSnapshotIsTriedAgainSnapshotEveryRecordsLater(t *testing.T) {
 	t.Parallel()
 	clk := clocktest.New(t0)
-	ids := 0
 	m := NewMachine(Config{
 		Workers: 4, DeliveryTimeout: deliveryTimeout,
-		NewIDFunc: func(prefix string, _ time.Time) string { ids++; return prefix + strconv.Itoa(ids) },
+		NewIDFunc: seqIDs(),
 	}, replay.New())
 	var calls atomic.Int64
 	const every, records = 10, 200

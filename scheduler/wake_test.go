@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"strconv"
 	"testing"
 	"time"
 
@@ -48,10 +47,9 @@ func newWakeBundle(t *testing.T, workers int) *wakeBundle {
 	t.Helper()
 	b := &wakeBundle{clk: clocktest.New(t0), release: make(chan struct{})}
 	b.app = &timedAppender{clk: b.clk}
-	ids := 0
 	m := NewMachine(Config{
 		Workers: workers, DeliveryTimeout: deliveryTimeout,
-		NewIDFunc: func(prefix string, _ time.Time) string { ids++; return prefix + strconv.Itoa(ids) },
+		NewIDFunc: seqIDs(),
 	}, replay.New())
 	b.r = NewRunner(RunnerConfig{
 		Clock: b.clk, Appender: b.app,
@@ -240,10 +238,9 @@ func TestRL9_DeadlinesDueTogetherSettleInTokenOrder(t *testing.T) {
 func TestRL11_FinishedWorkflowsLeaveNothingOnceAcknowledged(t *testing.T) {
 	clk := clocktest.New(t0)
 	def := &WorkflowDef{Name: "flow", Hash: "hflow", Steps: []StepDef{{Kind: StepDelay, Name: "delay_0", Delay: time.Second}}}
-	ids := 0
 	m := NewMachine(Config{
 		Workers: 1, DeliveryTimeout: deliveryTimeout,
-		NewIDFunc:    func(prefix string, _ time.Time) string { ids++; return prefix + strconv.Itoa(ids) },
+		NewIDFunc:    seqIDs(),
 		WorkflowFunc: func(string) *WorkflowDef { return def },
 	}, replay.New())
 	r := NewRunner(RunnerConfig{Clock: clk, Appender: &timedAppender{clk: clk},
