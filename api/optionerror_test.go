@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -103,4 +104,121 @@ func TestJB1_JobOptionErrorsNameFieldsAsWritten(t *testing.T) {
 		_, err := b.eng.Enqueue(b.ctx, "ok", msg{N: 1}, c.opt)
 		wantOptionError(t, c.field, err, c.field)
 	}
+}
+
+// Every numeric field of Options is accepted at both ends of its range,
+// refused just past either end with an *OptionError naming it, and takes
+// its documented default when zero.
+func TestOptions_EveryFieldAtItsBoundsAndDefault(t *testing.T) {
+	t.Parallel()
+	type set func(*api.Options)
+	for _, c := range []struct {
+		field    string
+		ok, bad  []set
+		zero     set
+		got      func(api.Options) any
+		fallback any
+	}{
+		{"Options.Workers",
+			[]set{func(o *api.Options) { o.Workers = 1 }, func(o *api.Options) { o.Workers = api.WorkersMax }},
+			[]set{func(o *api.Options) { o.Workers = -1 }, func(o *api.Options) { o.Workers = api.WorkersMax + 1 }},
+			func(o *api.Options) { o.Workers = 0 }, func(o api.Options) any { return o.Workers }, api.WorkersDefault},
+		{"Options.DeliveryTimeout",
+			[]set{func(o *api.Options) { o.DeliveryTimeout = 100 * time.Millisecond }, func(o *api.Options) { o.DeliveryTimeout = 900 * time.Second }},
+			[]set{func(o *api.Options) { o.DeliveryTimeout = 99 * time.Millisecond }, func(o *api.Options) { o.DeliveryTimeout = 900*time.Second + 1 }},
+			func(o *api.Options) { o.DeliveryTimeout = 0 }, func(o api.Options) any { return o.DeliveryTimeout }, 30 * time.Second},
+		{"Options.SettlementTimeout",
+			[]set{func(o *api.Options) { o.SettlementTimeout = time.Millisecond }, func(o *api.Options) { o.SettlementTimeout = time.Minute }},
+			[]set{func(o *api.Options) { o.SettlementTimeout = time.Millisecond - 1 }, func(o *api.Options) { o.SettlementTimeout = time.Minute + 1 }},
+			func(o *api.Options) { o.SettlementTimeout = 0 }, func(o api.Options) any { return o.SettlementTimeout }, 5 * time.Second},
+		{"Options.MaxAttempts",
+			[]set{func(o *api.Options) { o.MaxAttempts = 1 }, func(o *api.Options) { o.MaxAttempts = 100 }},
+			[]set{func(o *api.Options) { o.MaxAttempts = -1 }, func(o *api.Options) { o.MaxAttempts = 101 }},
+			func(o *api.Options) { o.MaxAttempts = 0 }, func(o api.Options) any { return o.MaxAttempts }, 3},
+		{"Options.ShutdownTimeout",
+			[]set{func(o *api.Options) { o.ShutdownTimeout = time.Second }, func(o *api.Options) { o.ShutdownTimeout = api.DelayMax }},
+			[]set{func(o *api.Options) { o.ShutdownTimeout = time.Second - 1 }, func(o *api.Options) { o.ShutdownTimeout = api.DelayMax + 1 }},
+			func(o *api.Options) { o.ShutdownTimeout = 0 }, func(o api.Options) any { return o.ShutdownTimeout }, 30 * time.Second},
+		{"Options.DeadlineCheckInterval",
+			[]set{func(o *api.Options) { o.DeadlineCheckInterval = 10 * time.Millisecond }},
+			[]set{func(o *api.Options) { o.DeadlineCheckInterval = 10*time.Millisecond - 1 }},
+			func(o *api.Options) { o.DeadlineCheckInterval = 0 }, func(o api.Options) any { return o.DeadlineCheckInterval }, time.Minute},
+		{"Options.RecordBytesMax",
+			[]set{func(o *api.Options) { o.RecordBytesMax = api.RecordBytesMin }, func(o *api.Options) { o.RecordBytesMax = api.RecordBytesMaxLimit }},
+			[]set{func(o *api.Options) { o.RecordBytesMax = api.RecordBytesMin - 1 }, func(o *api.Options) { o.RecordBytesMax = api.RecordBytesMaxLimit + 1 }},
+			func(o *api.Options) { o.RecordBytesMax = 0 }, func(o api.Options) any { return o.RecordBytesMax }, 1 << 20},
+		{"Options.PayloadBytesMax",
+			[]set{func(o *api.Options) { o.PayloadBytesMax = api.PayloadBytesMin },
+				func(o *api.Options) {
+					o.RecordBytesMax, o.PayloadBytesMax = api.RecordBytesMaxLimit, api.PayloadBytesMaxLimit
+				}},
+			[]set{func(o *api.Options) { o.PayloadBytesMax = api.PayloadBytesMin - 1 },
+				func(o *api.Options) {
+					o.RecordBytesMax, o.PayloadBytesMax = api.RecordBytesMaxLimit, api.PayloadBytesMaxLimit+1
+				}},
+			func(o *api.Options) { o.PayloadBytesMax = 0 }, func(o api.Options) any { return o.PayloadBytesMax }, 512 << 10},
+		{"Options.SnapshotEvery",
+			[]set{func(o *api.Options) { o.SnapshotEvery = api.SnapshotEveryMin }, func(o *api.Options) { o.SnapshotEvery = api.SnapshotEveryMax }},
+			[]set{func(o *api.Options) { o.SnapshotEvery = api.SnapshotEveryMin - 1 }, func(o *api.Options) { o.SnapshotEvery = api.SnapshotEveryMax + 1 }},
+			func(o *api.Options) { o.SnapshotEvery = 0 }, func(o api.Options) any { return o.SnapshotEvery }, 10_000},
+	} {
+		open := func(mod set) (*api.Engine, error) {
+			opts := memOptions()
+			mod(&opts)
+			return api.Open(t.Context(), opts)
+		}
+		for i, mod := range c.bad {
+			eng, err := open(mod)
+			if eng != nil {
+				eng.Close(t.Context())
+			}
+			wantOptionError(t, fmt.Sprintf("%s bad[%d]", c.field, i), err, c.field)
+		}
+		for i, mod := range append(c.ok, c.zero) {
+			eng, err := open(mod)
+			if err != nil {
+				t.Fatalf("%s ok[%d]: %v", c.field, i, err)
+			}
+			if i == len(c.ok) {
+				if got := c.got(api.EffectiveOptions(eng)); got != c.fallback {
+					t.Errorf("%s: zero runs with %v, want %v", c.field, got, c.fallback)
+				}
+			}
+			if err := eng.Close(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// Names in Options follow the name rule (1..NameBytesMax bytes), and
+// the field of a bad one is named with its index or queue.
+func TestOptions_QueueNamesFollowTheNameRule(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("q", api.NameBytesMax+1)
+	for _, c := range []struct {
+		name  string
+		opts  api.Options
+		field string
+	}{
+		{"empty queue", api.Options{Queues: []string{"a", ""}}, "Options.Queues[1]"},
+		{"long queue", api.Options{Queues: []string{long}}, "Options.Queues[0]"},
+		{"empty QueueOptions key", api.Options{QueueOptions: map[string]api.QueueOptions{"": {}}}, "Options.QueueOptions"},
+		{"long QueueOptions key", api.Options{QueueOptions: map[string]api.QueueOptions{long: {}}}, "Options.QueueOptions"},
+	} {
+		opts := memOptions()
+		opts.Queues, opts.QueueOptions = c.opts.Queues, c.opts.QueueOptions
+		eng, err := api.Open(t.Context(), opts)
+		if eng != nil {
+			eng.Close(t.Context())
+		}
+		wantOptionError(t, c.name, err, c.field)
+	}
+	opts := memOptions()
+	opts.Queues = []string{strings.Repeat("q", api.NameBytesMax)}
+	eng, err := api.Open(t.Context(), opts)
+	if err != nil {
+		t.Fatalf("queue name of NameBytesMax bytes: %v", err)
+	}
+	eng.Close(t.Context())
 }

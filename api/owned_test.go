@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -267,7 +268,12 @@ func TestSD37_HangingOwnedCloseIsAbandonedAtItsShare(t *testing.T) {
 func TestSD35_InvalidOptionsOwnNothing(t *testing.T) {
 	var log closeLog
 	c := closerFunc(func() error { log.add("db"); return nil })
+	tooMany := make([]api.OwnedResource, api.OwnedResourcesMax+1)
+	for i := range tooMany {
+		tooMany[i] = api.OwnedResource{Name: "r" + strconv.Itoa(i), Closer: c}
+	}
 	for _, o := range []api.Options{
+		{OwnedResources: tooMany},
 		{OwnedResources: []api.OwnedResource{{Name: "db", Closer: c, CloseFunc: func(context.Context) error { return nil }}}},
 		{OwnedResources: []api.OwnedResource{{Closer: c}}},
 		{OwnedResources: []api.OwnedResource{{Name: "db", Closer: c}}, Workers: -1},
