@@ -309,6 +309,7 @@ func TestDL4_RetryFieldsResolveJobHandlerQueueEngine(t *testing.T) {
 		{"plain", []api.JobOption{api.OnQueue("mail")}, 5, 4 * time.Second},                               // queue
 		{"mailer", nil, 7, 4 * time.Second},                                                               // handler over queue
 		{"mailer", []api.JobOption{api.MaxAttempts(9), api.DeliveryTimeout(time.Second)}, 9, time.Second}, // job
+		{"mailer", []api.JobOption{api.OnQueue("bulk")}, 7, 30 * time.Second},                             // job's queue over handler's
 	} {
 		id := b.enqueue(c.handler, msg{}, c.opts...)
 		b.start()

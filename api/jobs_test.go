@@ -63,6 +63,7 @@ func TestJB1_BadInputAppendsNothing(t *testing.T) {
 	if err := api.Handle(b.eng, "work", okHandler(nil)); err != nil {
 		t.Fatal(err)
 	}
+	wfRegister(t, b.eng, api.NewWorkflow("flow").Then("s", func(context.Context, *api.Delivery, api.State) (api.State, error) { return nil, nil }))
 	before := b.lastSeq()
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -110,6 +111,21 @@ func TestJB1_BadInputAppendsNothing(t *testing.T) {
 			func(err error) bool { var oe *api.OptionError; return errors.As(err, &oe) && oe.Field == "OnQueue" }},
 		{"cancelled context", func() error { _, err := b.eng.Enqueue(cancelled, "work", msg{}); return err },
 			func(err error) bool { return errors.Is(err, context.Canceled) }},
+		{"priority over Urgent", func() error {
+			_, err := b.eng.Enqueue(b.ctx, "work", msg{}, api.WithPriority(api.Urgent+1))
+			return err
+		},
+			func(err error) bool {
+				var oe *api.OptionError
+				return errors.As(err, &oe) && oe.Field == "WithPriority"
+			}},
+		{"nil JobOption", func() error { _, err := b.eng.Enqueue(b.ctx, "work", msg{}, nil); return err },
+			func(err error) bool { var oe *api.OptionError; return errors.As(err, &oe) && oe.Field == "JobOption" }},
+		// A workflow's step handler is enqueued by its workflow only.
+		{"step handler", func() error { _, err := b.eng.Enqueue(b.ctx, "flow/s", msg{}); return err },
+			func(err error) bool {
+				return errors.Is(err, api.ErrUnknownHandler) && strings.Contains(err.Error(), `"flow/s"`)
+			}},
 		// Names that break their rule match ErrInvalidName, whichever call
 		// refuses them.
 		{"empty handler name", func() error { return api.Handle(b.eng, "", okHandler(nil)) },
@@ -418,7 +434,9 @@ func TestJB7_RetryBuriedJobs(t *testing.T) {
 	b.start()
 	b.idle()
 	for _, id := range []string{x, y, z} {
-		b.wantStatus(id, api.JobBuried)
+		if j := b.wantStatus(id, api.JobBuried); !j.AvailableAt.IsZero() {
+			t.Fatalf("buried job %s: AvailableAt %v, want zero (only a pending job has one)", id, j.AvailableAt)
+		}
 	}
 	if err := b.eng.Retry(b.ctx, x); !errors.Is(err, nil) {
 		t.Fatal(err)
@@ -433,7 +451,11 @@ func TestJB7_RetryBuriedJobs(t *testing.T) {
 		t.Fatalf("RetryBuried: %d, %v", n, err)
 	}
 	b.idle()
-	b.wantStatus(x, api.JobCompleted)
+	// Read from the terminal index: three starts, one consumed since the
+	// last requeue.
+	if j := b.wantStatus(x, api.JobCompleted); j.Attempts != 3 || j.Consumed != 1 || !j.AvailableAt.IsZero() {
+		t.Fatalf("completed job: attempts %d consumed %d available %v, want 3 1 zero", j.Attempts, j.Consumed, j.AvailableAt)
+	}
 	b.wantStatus(y, api.JobCompleted)
 	b.wantStatus(z, api.JobBuried)
 	if err := b.eng.Retry(b.ctx, x); !errors.Is(err, api.ErrState) || errors.Is(err, api.ErrNotFound) {

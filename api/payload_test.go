@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 	"testing"
 
 	"github.com/quire-dev/quire/api"
+	"github.com/quire-dev/quire/journal/record"
 )
 
 // nilPayloads are the nil values Enqueue documents as refused: an untyped
@@ -99,5 +101,27 @@ func TestWF13_NilStateIsEmpty(t *testing.T) {
 	w, err := b.eng.Workflow(b.ctx, id)
 	if err != nil || w.Status != api.WorkflowCompleted || len(w.State) != 0 {
 		t.Fatalf("workflow: status %s, state %v, err %v; want completed with an empty state", w.Status, w.State, err)
+	}
+}
+
+// RL-11: Options.PayloadBytesMax is the largest encoded payload Enqueue
+// takes: one of exactly that many bytes is enqueued, one byte more is
+// refused with ErrInvalidPayload.
+func TestJB1_RL11_PayloadOfExactlyPayloadBytesMaxIsAccepted(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(o *api.Options) { o.PayloadBytesMax = api.PayloadBytesMin })
+	if err := api.Handle(b.eng, "blob", func(context.Context, *api.Delivery, string) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	// A string of 256..65535 bytes encodes with a 3-byte header.
+	fit := strings.Repeat("x", api.PayloadBytesMin-3)
+	if enc, err := record.EncodeValue(fit); err != nil || len(enc) != api.PayloadBytesMin {
+		t.Fatalf("encoded %d bytes (%v), want %d", len(enc), err, api.PayloadBytesMin)
+	}
+	if _, err := b.eng.Enqueue(b.ctx, "blob", fit); err != nil {
+		t.Fatalf("payload of PayloadBytesMax bytes: %v", err)
+	}
+	if _, err := b.eng.Enqueue(b.ctx, "blob", fit+"x"); !errors.Is(err, api.ErrInvalidPayload) {
+		t.Fatalf("payload of PayloadBytesMax+1 bytes: %v, want ErrInvalidPayload", err)
 	}
 }
