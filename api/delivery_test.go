@@ -1199,15 +1199,21 @@ func TestDL27_PipelineOrder(t *testing.T) {
 		kind       record.Kind
 		code       string
 		middleware string
+		qGuard     error
 	}{
 		{"all_pass", nil, nil,
 			"before:g before:q before:h guard:g guard:q guard:h handler after:h(false) after:q(false) after:g(false)",
-			record.KindAttemptSucceeded, "", "g q h"},
+			record.KindAttemptSucceeded, "", "g q h", nil},
 		{"before_fails", api.Permanent("NO_Q", nil), nil,
-			"before:g before:q after:g(true)", record.KindAttemptBuried, "NO_Q", "g"},
+			"before:g before:q after:g(true)", record.KindAttemptBuried, "NO_Q", "g", nil},
 		{"guard_fails", nil, api.Retryable("NOT_NOW", nil),
 			"before:g before:q before:h guard:g guard:q guard:h after:h(true) after:q(true) after:g(true)",
-			record.KindAttemptRetryScheduled, "NOT_NOW", "g q h"},
+			record.KindAttemptRetryScheduled, "NOT_NOW", "g q h", nil},
+		// The first guard that refuses stops the forward pass: later
+		// guards do not run, and its error is the attempt's.
+		{"first_guard_stops", nil, api.Retryable("LATER", nil),
+			"before:g before:q before:h guard:g guard:q after:h(true) after:q(true) after:g(true)",
+			record.KindAttemptRetryScheduled, "FIRST", "g q h", api.Retryable("FIRST", nil)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var rec recorder
@@ -1216,7 +1222,7 @@ func TestDL27_PipelineOrder(t *testing.T) {
 				o.Middleware = []api.Middleware{tr.mw("g", nil, nil)}
 				o.Guards = []api.Guard{tr.guard("g", nil)}
 				o.QueueOptions = map[string]api.QueueOptions{"default": {
-					Middleware: []api.Middleware{tr.mw("q", c.qBefore, nil)}, Guards: []api.Guard{tr.guard("q", nil)}}}
+					Middleware: []api.Middleware{tr.mw("q", c.qBefore, nil)}, Guards: []api.Guard{tr.guard("q", c.qGuard)}}}
 			})
 			if err := api.Handle(b.eng, "work", func(ctx context.Context, d *api.Delivery, in msg) error {
 				rec.add("handler")
