@@ -111,6 +111,12 @@ func TestJB1_BadInputAppendsNothing(t *testing.T) {
 			func(err error) bool { var oe *api.OptionError; return errors.As(err, &oe) && oe.Field == "OnQueue" }},
 		{"cancelled context", func() error { _, err := b.eng.Enqueue(cancelled, "work", msg{}); return err },
 			func(err error) bool { return errors.Is(err, context.Canceled) }},
+		// An ended ctx is refused before the loop takes the call, with the
+		// package's prefix, whatever the call.
+		{"cancelled context to pause", func() error { return b.eng.PauseQueue(cancelled, "q") },
+			func(err error) bool {
+				return errors.Is(err, context.Canceled) && strings.HasPrefix(err.Error(), "quire: ")
+			}},
 		{"priority over Urgent", func() error {
 			_, err := b.eng.Enqueue(b.ctx, "work", msg{}, api.WithPriority(api.Urgent+1))
 			return err
