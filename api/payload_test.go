@@ -9,6 +9,7 @@ import (
 
 	"github.com/quire-dev/quire/api"
 	"github.com/quire-dev/quire/journal/record"
+	"github.com/quire-dev/quire/replay"
 )
 
 // nilPayloads are the nil values Enqueue documents as refused: an untyped
@@ -123,5 +124,34 @@ func TestJB1_RL11_PayloadOfExactlyPayloadBytesMaxIsAccepted(t *testing.T) {
 	}
 	if _, err := b.eng.Enqueue(b.ctx, "blob", fit+"x"); !errors.Is(err, api.ErrInvalidPayload) {
 		t.Fatalf("payload of PayloadBytesMax+1 bytes: %v, want ErrInvalidPayload", err)
+	}
+}
+
+// RL-11, WF-13: a workflow's initial state is held to PayloadBytesMax as
+// a payload is: one that encodes to exactly that many bytes is dispatched,
+// one byte more is refused with ErrInvalidPayload.
+func TestWF13_RL11_StateOfExactlyPayloadBytesMaxIsAccepted(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(o *api.Options) { o.PayloadBytesMax = api.PayloadBytesMin })
+	wfRegister(t, b.eng, api.NewWorkflow("w").Then("s", wfReturn(nil)))
+	state := func(n int) api.State { return api.State{"k": strings.Repeat("x", n)} }
+	n := 0
+	for ; n < api.PayloadBytesMin; n++ {
+		enc, err := replay.EncodeState(state(n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(enc) == api.PayloadBytesMin {
+			break
+		}
+	}
+	if n == api.PayloadBytesMin {
+		t.Fatal("no state encodes to exactly PayloadBytesMax bytes")
+	}
+	if _, err := b.eng.Dispatch(b.ctx, "w", state(n)); err != nil {
+		t.Fatalf("state of PayloadBytesMax bytes: %v", err)
+	}
+	if _, err := b.eng.Dispatch(b.ctx, "w", state(n+1)); !errors.Is(err, api.ErrInvalidPayload) {
+		t.Fatalf("state of PayloadBytesMax+1 bytes: %v, want ErrInvalidPayload", err)
 	}
 }
