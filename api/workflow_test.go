@@ -417,6 +417,22 @@ func TestWF2_BuilderErrorsNameStepOrOptionAndAppendNothing(t *testing.T) {
 	if err := b.eng.Register(api.NewWorkflow("dup").Then("a", ok)); !errors.Is(err, api.ErrDuplicate) {
 		t.Fatalf("second registration of a name: %v", err)
 	}
+	// A step's handler name ("workflow/step") taken by a plain handler
+	// refuses the definition and leaves the handler as it was.
+	if err := api.Handle(b.eng, "clash/a", okHandler(nil)); err != nil {
+		t.Fatal(err)
+	}
+	var ne *api.NameError
+	if err := b.eng.Register(api.NewWorkflow("clash").Then("a", ok)); !errors.Is(err, api.ErrDuplicate) ||
+		!errors.As(err, &ne) || ne.Name != "clash/a" {
+		t.Fatalf("definition whose step handler name is taken: %v", err)
+	}
+	if _, err := b.eng.Dispatch(b.ctx, "clash", api.State{}); !errors.Is(err, api.ErrNotFound) {
+		t.Fatalf("dispatch of a definition refused for a taken handler name: %v", err)
+	}
+	if _, err := b.eng.Enqueue(b.ctx, "clash/a", msg{}); err != nil {
+		t.Fatalf("the plain handler under the taken name: %v", err)
+	}
 	if _, err := b.eng.Dispatch(b.ctx, "empty", api.State{}); !errors.Is(err, api.ErrNotFound) {
 		t.Fatalf("dispatch of a refused definition: %v", err)
 	}
