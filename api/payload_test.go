@@ -127,6 +127,24 @@ func TestJB1_RL11_PayloadOfExactlyPayloadBytesMaxIsAccepted(t *testing.T) {
 	}
 }
 
+// stateOfSize returns a state that encodes to exactly size bytes, one
+// key whose string value grows a byte at a time.
+func stateOfSize(t *testing.T, size int) api.State {
+	t.Helper()
+	for n := 0; n < size; n++ {
+		st := api.State{"k": strings.Repeat("x", n)}
+		enc, err := replay.EncodeState(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(enc) == size {
+			return st
+		}
+	}
+	t.Fatalf("no state encodes to exactly %d bytes", size)
+	return nil
+}
+
 // RL-11, WF-13: a workflow's initial state is held to PayloadBytesMax as
 // a payload is: one that encodes to exactly that many bytes is dispatched,
 // one byte more is refused with ErrInvalidPayload.
@@ -134,24 +152,31 @@ func TestWF13_RL11_StateOfExactlyPayloadBytesMaxIsAccepted(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(o *api.Options) { o.PayloadBytesMax = api.PayloadBytesMin })
 	wfRegister(t, b.eng, api.NewWorkflow("w").Then("s", wfReturn(nil)))
-	state := func(n int) api.State { return api.State{"k": strings.Repeat("x", n)} }
-	n := 0
-	for ; n < api.PayloadBytesMin; n++ {
-		enc, err := replay.EncodeState(state(n))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(enc) == api.PayloadBytesMin {
-			break
-		}
-	}
-	if n == api.PayloadBytesMin {
-		t.Fatal("no state encodes to exactly PayloadBytesMax bytes")
-	}
-	if _, err := b.eng.Dispatch(b.ctx, "w", state(n)); err != nil {
+	fit := stateOfSize(t, api.PayloadBytesMin)
+	if _, err := b.eng.Dispatch(b.ctx, "w", fit); err != nil {
 		t.Fatalf("state of PayloadBytesMax bytes: %v", err)
 	}
-	if _, err := b.eng.Dispatch(b.ctx, "w", state(n+1)); !errors.Is(err, api.ErrInvalidPayload) {
+	if _, err := b.eng.Dispatch(b.ctx, "w", api.State{"k": fit["k"].(string) + "x"}); !errors.Is(err, api.ErrInvalidPayload) {
 		t.Fatalf("state of PayloadBytesMax+1 bytes: %v, want ErrInvalidPayload", err)
+	}
+}
+
+// RL-11, WF-3: a step output of exactly PayloadBytesMax bytes completes
+// its workflow; one byte more fails it with OUTPUT_INVALID.
+func TestWF3_RL11_StepOutputOfExactlyPayloadBytesMaxIsStored(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(o *api.Options) { o.PayloadBytesMax = api.PayloadBytesMin })
+	fit := stateOfSize(t, api.PayloadBytesMin)
+	wfRegister(t, b.eng, api.NewWorkflow("fit").Then("s", wfReturn(fit)))
+	wfRegister(t, b.eng, api.NewWorkflow("over").Then("s", wfReturn(api.State{"k": fit["k"].(string) + "x"})))
+	b.start()
+	ok := wfDispatch(b, "fit", nil)
+	over := wfDispatch(b, "over", nil)
+	b.idle()
+	if info := wfWant(b, ok, api.WorkflowCompleted); info.State["k"] != fit["k"] {
+		t.Fatalf("completed with state of %d keys, want the step's output", len(info.State))
+	}
+	if info := wfWant(b, over, api.WorkflowFailed); !strings.Contains(info.Error, "limit 1024") {
+		t.Fatalf("over the limit: error %q", info.Error)
 	}
 }

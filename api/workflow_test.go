@@ -355,6 +355,7 @@ func TestWF2_BuilderErrorsNameStepOrOptionAndAppendNothing(t *testing.T) {
 		{"delay over 100 years", api.NewWorkflow("dmax").Then("a", ok).Delay(api.DelayMax + 1), "dmax", "delay_0", "Delay", "at most DelayMax (876000h0m0s, 100 years), got 876000h0m0.000000001s"},
 		{"deadline over 100 years", api.NewWorkflow("wdmax").Then("a", ok).MustCompleteWithin(api.DelayMax + 1), "wdmax", "", "MustCompleteWithin", "at most DelayMax (876000h0m0s, 100 years), got 876000h0m0.000000001s"},
 		{"unknown deadline handler", api.NewWorkflow("wh").Then("a", ok).OnDeadline("nope"), "wh", "", "OnDeadline", `"nope" is not registered`},
+		{"priority over Urgent", api.NewWorkflow("pr").Then("a", ok).WithPriority(api.Urgent + 1), "pr", "", "WithPriority", "got 4"},
 		{"max attempts", api.NewWorkflow("ma").Then("a", ok).MaxAttempts(0), "ma", "", "MaxAttempts", "0 must be 1..100"},
 		{"step option", api.NewWorkflow("so").Then("a", ok, api.MaxAttempts(101)), "so", "a", "MaxAttempts", "101 must be 1..100"},
 		// WF-2, WF-22: enqueue-only options on a step were accepted and
