@@ -250,6 +250,50 @@ func TestDL38_FollowUpsAreBounded(t *testing.T) {
 	b.checkReplay()
 }
 
+// DL-38, RL-11: the follow-ups of one attempt may carry payloads of
+// exactly twice PayloadBytesMax; the byte past that is refused.
+func TestDL38_FollowUpBytesUpToTwicePayloadBytesMax(t *testing.T) {
+	const max = 64 << 10
+	b := setup(t, func(o *api.Options) { o.PayloadBytesMax = max })
+	// Strings of 256..65535 bytes encode with a 3-byte header, of up to
+	// 31 bytes with a 1-byte one.
+	parts := []string{strings.Repeat("a", max-3), strings.Repeat("b", max-6)} // 2*max - 3 bytes
+	var over, fit error
+	if err := api.Handle(b.eng, "fan", func(_ context.Context, d *api.Delivery, _ msg) error {
+		for _, p := range parts {
+			if err := d.Enqueue("str", p); err != nil {
+				return err
+			}
+		}
+		over = d.Enqueue("str", "ccc") // 4 bytes: one past the limit
+		fit = d.Enqueue("str", "cc")   // 3 bytes: exactly at it
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := api.Handle(b.eng, "str", func(context.Context, *api.Delivery, string) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range append(parts, "ccc", "cc") {
+		if enc, err := record.EncodeValue(p); err != nil || len(enc) != len(p)+1+2*min(1, len(p)/256) {
+			t.Fatalf("a string of %d bytes encodes to %d (%v)", len(p), len(enc), err)
+		}
+	}
+	b.start()
+	id := b.enqueue("fan", msg{})
+	b.idle()
+	b.wantStatus(id, api.JobCompleted)
+	if !errors.Is(over, api.ErrFollowUpLimit) {
+		t.Fatalf("follow-up one byte past 2×PayloadBytesMax: %v, want ErrFollowUpLimit", over)
+	}
+	if fit != nil {
+		t.Fatalf("follow-up reaching exactly 2×PayloadBytesMax: %v", fit)
+	}
+	if n := countKind(b.records(), record.KindJobEnqueued); n != 1+3 {
+		t.Fatalf("%d job_enqueued, want the parent and 3 follow-ups", n)
+	}
+}
+
 // RL-11, WF-5: Delay steps of more workflows than one group commit holds
 // come due at one instant. Each workflow's step is its own unit, so the
 // dispatch that fires them spreads over groups and every workflow goes on
