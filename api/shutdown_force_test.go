@@ -210,6 +210,12 @@ func TestSD10_SecondSignalAtFiveThroughTheEngine(t *testing.T) {
 	if a := rep.Actions[1]; a.Graceful != shutdown.OutcomeCancelledByForce || a.Forced != shutdown.OutcomeTimedOut {
 		t.Fatalf("drain action %+v", a)
 	}
+	// SD-18: the drain is not reconciled (an attempt is quarantined), so
+	// close evidence withholds the queues' close: its forced path times
+	// out rather than completing.
+	if a := rep.Actions[2]; a.Phase != shutdown.PhaseCloseEvidence || a.Forced != shutdown.OutcomeTimedOut {
+		t.Fatalf("close evidence action %+v, want timed out", a)
+	}
 
 	p.send(byJob[stuck], func(context.Context) error { return nil }) // it returns, late
 	b.open()
