@@ -291,7 +291,8 @@ func TestDL4_RetryFieldsResolveJobHandlerQueueEngine(t *testing.T) {
 	}
 	b := setup(t, func(o *api.Options) {
 		o.MaxAttempts = 2
-		o.QueueOptions = map[string]api.QueueOptions{"mail": {MaxAttempts: 5, DeliveryTimeout: 4 * time.Second}}
+		o.QueueOptions = map[string]api.QueueOptions{"mail": {MaxAttempts: 5, DeliveryTimeout: 4 * time.Second,
+			Backoff: &api.BackoffPolicy{Kind: api.BackoffFixed, Base: 7 * time.Second}}}
 	})
 	if err := api.Handle(b.eng, "plain", okHandler(nil)); err != nil {
 		t.Fatal(err)
@@ -304,19 +305,22 @@ func TestDL4_RetryFieldsResolveJobHandlerQueueEngine(t *testing.T) {
 		opts    []api.JobOption
 		max     int
 		timeout time.Duration
+		base    time.Duration // of the backoff
 	}{
-		{"plain", nil, 2, 30 * time.Second},                                                               // engine
-		{"plain", []api.JobOption{api.OnQueue("mail")}, 5, 4 * time.Second},                               // queue
-		{"mailer", nil, 7, 4 * time.Second},                                                               // handler over queue
-		{"mailer", []api.JobOption{api.MaxAttempts(9), api.DeliveryTimeout(time.Second)}, 9, time.Second}, // job
-		{"mailer", []api.JobOption{api.OnQueue("bulk")}, 7, 30 * time.Second},                             // job's queue over handler's
+		{"plain", nil, 2, 30 * time.Second, time.Second},                                                                   // engine
+		{"plain", []api.JobOption{api.OnQueue("mail")}, 5, 4 * time.Second, 7 * time.Second},                               // queue
+		{"mailer", nil, 7, 4 * time.Second, 7 * time.Second},                                                               // handler over queue
+		{"mailer", []api.JobOption{api.MaxAttempts(9), api.DeliveryTimeout(time.Second)}, 9, time.Second, 7 * time.Second}, // job
+		{"mailer", []api.JobOption{api.OnQueue("bulk")}, 7, 30 * time.Second, time.Second},                                 // job's queue over handler's
 	} {
 		id := b.enqueue(c.handler, msg{}, c.opts...)
 		b.start()
 		b.idle()
 		for _, r := range b.records() {
-			if e, ok := r.Body.(*record.JobEnqueued); ok && e.JobID == id && int(e.Retry.MaxAttempts) != c.max {
-				t.Fatalf("%s %d options: MaxAttempts %d, want %d", c.handler, len(c.opts), e.Retry.MaxAttempts, c.max)
+			if e, ok := r.Body.(*record.JobEnqueued); ok && e.JobID == id &&
+				(int(e.Retry.MaxAttempts) != c.max || time.Duration(e.Retry.BaseNanos) != c.base) {
+				t.Fatalf("%s %d options: MaxAttempts %d backoff base %v, want %d %v", c.handler, len(c.opts),
+					e.Retry.MaxAttempts, time.Duration(e.Retry.BaseNanos), c.max, c.base)
 			}
 		}
 		if st := b.attemptsStarted(id)[0]; time.Duration(st.HardAt-st.StartAt) != c.timeout {

@@ -349,6 +349,16 @@ func TestJB5_UniqueDedupesWhilePendingOrProcessing(t *testing.T) {
 	if again := b.enqueue("send_email", email{To: "a@x"}, api.Unique()); again == a {
 		t.Fatal("a completed job still blocks its unique key")
 	}
+	// Unique given to Handle applies to every enqueue for the handler.
+	if err := api.Handle(b.eng, "digest", okHandler(nil), api.Unique(), api.OnQueue("paused")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.eng.PauseQueue(b.ctx, "paused"); err != nil {
+		t.Fatal(err)
+	}
+	if d1, d2 := b.enqueue("digest", msg{N: 1}), b.enqueue("digest", msg{N: 1}); d1 != d2 {
+		t.Fatalf("handler registered with Unique: ids %s and %s, want one job", d1, d2)
+	}
 	b.checkReplay()
 }
 
