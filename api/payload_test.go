@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/quire-dev/quire/api"
@@ -106,8 +107,8 @@ func TestWF13_NilStateIsEmpty(t *testing.T) {
 }
 
 // RL-11: Options.PayloadBytesMax is the largest encoded payload Enqueue
-// takes: one of exactly that many bytes is enqueued, one byte more is
-// refused with ErrInvalidPayload.
+// takes: one of exactly that many bytes is enqueued and runs, one byte
+// more is refused with ErrInvalidPayload.
 func TestJB1_RL11_PayloadOfExactlyPayloadBytesMaxIsAccepted(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(o *api.Options) { o.PayloadBytesMax = api.PayloadBytesMin })
@@ -119,12 +120,17 @@ func TestJB1_RL11_PayloadOfExactlyPayloadBytesMaxIsAccepted(t *testing.T) {
 	if enc, err := record.EncodeValue(fit); err != nil || len(enc) != api.PayloadBytesMin {
 		t.Fatalf("encoded %d bytes (%v), want %d", len(enc), err, api.PayloadBytesMin)
 	}
-	if _, err := b.eng.Enqueue(b.ctx, "blob", fit); err != nil {
+	id, err := b.eng.Enqueue(b.ctx, "blob", fit)
+	if err != nil {
 		t.Fatalf("payload of PayloadBytesMax bytes: %v", err)
 	}
 	if _, err := b.eng.Enqueue(b.ctx, "blob", fit+"x"); !errors.Is(err, api.ErrInvalidPayload) {
 		t.Fatalf("payload of PayloadBytesMax+1 bytes: %v, want ErrInvalidPayload", err)
 	}
+	// and its handler decodes it.
+	b.start()
+	b.idle()
+	b.wantStatus(id, api.JobCompleted)
 }
 
 // stateOfSize returns a state that encodes to exactly size bytes, one
@@ -178,5 +184,29 @@ func TestWF3_RL11_StepOutputOfExactlyPayloadBytesMaxIsStored(t *testing.T) {
 	}
 	if info := wfWant(b, over, api.WorkflowFailed); !strings.Contains(info.Error, "limit 1024") {
 		t.Fatalf("over the limit: error %q", info.Error)
+	}
+}
+
+// RL-11: a job enqueued under a larger PayloadBytesMax than the engine
+// now runs with is not decoded: its attempt is buried with
+// PAYLOAD_DECODE_FAILED, naming its size and the limit.
+func TestRL11_PayloadOverALoweredLimitIsNotDecoded(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	var ran atomic.Bool
+	register := func(e *api.Engine) {
+		if err := api.Handle(e, "blob", func(context.Context, *api.Delivery, string) error { ran.Store(true); return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	register(b.eng)
+	id := b.enqueue("blob", strings.Repeat("x", 2*api.PayloadBytesMin))
+	b.opts.PayloadBytesMax = api.PayloadBytesMin
+	b.reopen(register)
+	b.start()
+	b.idle()
+	j := b.wantStatus(id, api.JobBuried)
+	if ran.Load() || j.LastCode != api.CodePayloadDecodeFailed || !strings.Contains(j.LastError, "limit 1024") {
+		t.Fatalf("ran %v, code %q error %q: want PAYLOAD_DECODE_FAILED naming the limit", ran.Load(), j.LastCode, j.LastError)
 	}
 }

@@ -35,6 +35,10 @@ func TestStartDelaysQuantileAndSub(t *testing.T) {
 	if got := over.Quantile(0.5); got != 30*time.Microsecond {
 		t.Errorf("Quantile in the overflow bucket = %v, want the last bound", got)
 	}
+	// q = 0 is the smallest delay counted, not the first bucket.
+	if got := (api.StartDelays{Bounds: bounds, Counts: []uint64{0, 5, 0, 0}}).Quantile(0); got != 25*time.Microsecond {
+		t.Errorf("Quantile(0) with the first bucket empty = %v, want 25µs", got)
+	}
 	if got := (api.StartDelays{Bounds: bounds, Counts: make([]uint64, 4)}).Quantile(0.99); got != 0 {
 		t.Errorf("Quantile of nothing = %v, want 0", got)
 	}
