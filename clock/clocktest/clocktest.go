@@ -273,10 +273,7 @@ func (t *timer) Reset(d time.Duration) bool {
 	if active {
 		heap.Remove(&c.timers, t.index)
 	}
-	c.armLocked(t, d)
-	if d <= 0 && c.moving == 0 {
-		c.moveLocked(c.now)
-	}
+	c.armDueLocked(t, d)
 	return active
 }
 
