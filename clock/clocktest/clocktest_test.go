@@ -166,6 +166,83 @@ func TestTimersArmedInCallbackFireInSameAdvance(t *testing.T) {
 	}
 }
 
+// A timer a callback arms or resets for the current instant fires after the
+// callback returns, never inside it: callbacks run one at a time, in fire
+// order, on the goroutine moving the clock.
+func TestCallbacksDoNotNest(t *testing.T) {
+	t.Parallel()
+	r := &recorder{clk: clocktest.New(start)}
+	x := r.after(time.Hour, "x")
+	var ch clock.Timer
+	r.clk.AfterFunc(time.Second, func() {
+		r.got = append(r.got, firing{"first-begins", r.clk.Now()})
+		r.after(0, "zero")
+		x.Reset(0) // due now, after "zero"
+		ch = r.clk.NewTimer(0)
+		select {
+		case v := <-ch.C():
+			t.Errorf("NewTimer(0) in a callback delivered %v before the callback returned", v)
+		default:
+		}
+		r.got = append(r.got, firing{"first-ends", r.clk.Now()})
+	})
+	r.after(time.Second, "second")
+
+	r.clk.Advance(time.Second)
+
+	want := []firing{
+		{"first-begins", at(time.Second)},
+		{"first-ends", at(time.Second)},
+		{"second", at(time.Second)},
+		{"zero", at(time.Second)},
+		{"x", at(time.Second)},
+	}
+	if !slices.Equal(r.got, want) {
+		t.Fatalf("fired %v, want %v", r.got, want)
+	}
+	if got := recv(t, ch); !got.Equal(at(time.Second)) {
+		t.Fatalf("NewTimer(0) in a callback delivered %v, want %v", got, at(time.Second))
+	}
+}
+
+// While one Advance waits in a callback, another carries the clock further.
+// The first then fires what came due on the way, including a timer armed
+// for the current instant while it was still moving, and leaves the clock
+// where the second took it.
+func TestAdvanceFinishesWhatAConcurrentAdvanceReached(t *testing.T) {
+	t.Parallel()
+	clk := clocktest.New(start)
+	entered, release, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	clk.AfterFunc(time.Second, func() {
+		close(entered)
+		<-release
+	})
+	go func() {
+		defer close(done)
+		clk.Advance(time.Second)
+	}()
+	<-entered
+
+	clk.Advance(5 * time.Second)
+	if got := clk.Now(); !got.Equal(at(6 * time.Second)) {
+		t.Fatalf("Now = %v, want %v", got, at(6*time.Second))
+	}
+	tm := clk.NewTimer(0) // the first Advance is still moving: left to it
+	empty(t, tm)
+
+	close(release)
+	<-done
+	if got := recv(t, tm); !got.Equal(at(6 * time.Second)) {
+		t.Fatalf("delivered %v, want %v", got, at(6*time.Second))
+	}
+	if got := clk.Now(); !got.Equal(at(6 * time.Second)) {
+		t.Fatalf("Now = %v after both Advance calls, want %v", got, at(6*time.Second))
+	}
+	if n := clk.Pending(); n != 0 {
+		t.Fatalf("Pending = %d, want 0", n)
+	}
+}
+
 func TestZeroDurationFiresOnArming(t *testing.T) {
 	t.Parallel()
 	clk := clocktest.New(start)
@@ -182,6 +259,17 @@ func TestZeroDurationFiresOnArming(t *testing.T) {
 	clk.AfterFunc(0, func() { ran = true })
 	if !ran {
 		t.Fatal("AfterFunc(0) returned before running f")
+	}
+	// Reset follows the same rule as arming.
+	reset := clk.NewTimer(time.Hour)
+	reset.Reset(0)
+	if got := recv(t, reset); !got.Equal(start) {
+		t.Fatalf("Reset(0) delivered %v, want %v", got, start)
+	}
+	ran = false
+	clk.AfterFunc(time.Hour, func() { ran = true }).Reset(-time.Second)
+	if !ran {
+		t.Fatal("Reset(-1s) of an AfterFunc returned before running f")
 	}
 	if n := clk.Pending(); n != 0 {
 		t.Fatalf("Pending = %d, want 0", n)
@@ -316,6 +404,17 @@ func TestAdvanceNegativePanics(t *testing.T) {
 		}
 	}()
 	clk.Advance(-time.Second)
+}
+
+func TestAdvanceNegativeByOneNanosecondPanics(t *testing.T) {
+	t.Parallel()
+	clk := clocktest.New(start)
+	defer func() {
+		if recover() == nil {
+			t.Fatal("Advance(-1ns) did not panic")
+		}
+	}()
+	clk.Advance(-time.Nanosecond)
 }
 
 func TestPanickingCallbackLeavesClockUsable(t *testing.T) {
