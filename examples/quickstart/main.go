@@ -14,6 +14,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -33,33 +34,39 @@ type report struct {
 func main() {
 	dir := flag.String("dir", "quickstart-data", "journal directory")
 	flag.Parse()
-	if err := run(*dir); err != nil {
+	if err := run(*dir, os.Stdout, 15*time.Second); err != nil {
 		fmt.Fprintln(os.Stderr, "quickstart:", err)
 		os.Exit(1)
 	}
 }
 
-func run(dir string) error {
+// run is the demo, writing to out. It waits at most wait for the jobs to
+// settle before it prints the summary.
+func run(dir string, out io.Writer, wait time.Duration) (err error) {
 	ctx := context.Background()
 	eng, err := api.Open(ctx, api.Options{Dir: dir, Workers: 4})
 	if err != nil {
 		return err
 	}
-	defer eng.Close(ctx)
+	defer func() {
+		if cerr := eng.Close(ctx); err == nil {
+			err = cerr
+		}
+	}()
 
 	st := eng.Stats()
 	idsFile := dir + ".jobs"
 	previous := readIDs(idsFile)
-	fmt.Printf("journal %s: %d records replayed at open (snapshot at seq %d), run %s\n",
+	fmt.Fprintf(out, "journal %s: %d records replayed at open (snapshot at seq %d), run %s\n",
 		dir, st.RecordsReplayed, st.SnapshotSeq, st.RunID)
 
 	if err := register(eng); err != nil {
 		return err
 	}
 	if len(previous) > 0 {
-		fmt.Printf("\nthe journal survived: %d jobs from the previous run, read back from it:\n", len(previous))
-		printJobs(ctx, eng, previous)
-		fmt.Println()
+		fmt.Fprintf(out, "\nthe journal survived: %d jobs from the previous run, read back from it:\n", len(previous))
+		printJobs(ctx, out, eng, previous)
+		fmt.Fprintln(out)
 	}
 
 	if err := eng.Start(ctx); err != nil {
@@ -72,7 +79,7 @@ func run(dir string) error {
 			return fmt.Errorf("enqueue %s: %w", label, err)
 		}
 		ids[label] = id
-		fmt.Printf("enqueued %-9s %s\n", label, id)
+		fmt.Fprintf(out, "enqueued %-9s %s\n", label, id)
 		return nil
 	}
 	if err := enqueue("email", "send_email", email{To: "ann@example.com", Subject: "welcome"}); err != nil {
@@ -89,25 +96,33 @@ func run(dir string) error {
 	if err := enqueue("poison", "import_file", report{Name: "broken.csv"}); err != nil {
 		return err
 	}
-	writeIDs(idsFile, ids)
+	if err := writeIDs(idsFile, ids); err != nil {
+		return err
+	}
 
-	fmt.Println("\nprogress:")
-	last := ""
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
-		line, done := progress(ctx, eng, ids)
+	fmt.Fprintln(out, "\nprogress:")
+	last, settled := "", false
+	deadline := time.Now().Add(wait)
+	for !settled && time.Now().Before(deadline) {
+		line, ok, err := progress(ctx, eng, ids)
+		if err != nil {
+			return err
+		}
+		settled = ok
 		if line != last {
-			fmt.Println("  " + line)
+			fmt.Fprintln(out, "  "+line)
 			last = line
 		}
-		if done {
-			break
+		if !settled {
+			time.Sleep(100 * time.Millisecond)
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
-	fmt.Println("\nsummary:")
-	printJobs(ctx, eng, ids)
-	fmt.Printf("\nrun it again to see this journal reopened: go run ./examples/quickstart\n")
+	fmt.Fprintln(out, "\nsummary:")
+	printJobs(ctx, out, eng, ids)
+	if !settled {
+		return fmt.Errorf("the jobs did not all settle within %v", wait)
+	}
+	fmt.Fprintf(out, "\nrun it again to see this journal reopened: go run ./examples/quickstart\n")
 	return nil
 }
 
@@ -130,24 +145,26 @@ func register(eng *api.Engine) error {
 	})
 }
 
-func progress(ctx context.Context, eng *api.Engine, ids map[string]string) (string, bool) {
+// progress returns one line with the status of each job, and whether every
+// job has settled (completed or buried).
+func progress(ctx context.Context, eng *api.Engine, ids map[string]string) (line string, settled bool, err error) {
 	var parts []string
-	done := true
+	settled = true
 	for _, label := range []string{"email", "flaky", "delayed", "poison"} {
 		j, err := eng.Status(ctx, ids[label])
 		if err != nil {
-			return err.Error(), true
+			return "", false, fmt.Errorf("status of %s: %w", label, err)
 		}
 		parts = append(parts, fmt.Sprintf("%s=%s", label, j.Status))
 		if j.Status != api.JobCompleted && j.Status != api.JobBuried {
-			done = false
+			settled = false
 		}
 	}
-	return strings.Join(parts, " "), done
+	return strings.Join(parts, " "), settled, nil
 }
 
-func printJobs(ctx context.Context, eng *api.Engine, ids map[string]string) {
-	fmt.Printf("  %-9s %-32s %-10s %-8s %s\n", "JOB", "ID", "STATUS", "ATTEMPTS", "LAST ERROR")
+func printJobs(ctx context.Context, out io.Writer, eng *api.Engine, ids map[string]string) {
+	fmt.Fprintf(out, "  %-9s %-32s %-10s %-8s %s\n", "JOB", "ID", "STATUS", "ATTEMPTS", "LAST ERROR")
 	for _, label := range []string{"email", "flaky", "delayed", "poison"} {
 		id, ok := ids[label]
 		if !ok {
@@ -155,19 +172,21 @@ func printJobs(ctx context.Context, eng *api.Engine, ids map[string]string) {
 		}
 		j, err := eng.Status(ctx, id)
 		if err != nil {
-			fmt.Printf("  %-9s %-32s %v\n", label, id, err)
+			fmt.Fprintf(out, "  %-9s %-32s %v\n", label, id, err)
 			continue
 		}
-		fmt.Printf("  %-9s %-32s %-10s %-8d %s\n", label, id, j.Status, j.Attempts, j.LastError)
+		fmt.Fprintf(out, "  %-9s %-32s %-10s %-8d %s\n", label, id, j.Status, j.Attempts, j.LastError)
 	}
 }
 
-func writeIDs(path string, ids map[string]string) {
+// writeIDs keeps the job ids of this run beside the journal, for the next
+// run to read back.
+func writeIDs(path string, ids map[string]string) error {
 	var b strings.Builder
 	for label, id := range ids {
 		fmt.Fprintf(&b, "%s %s\n", label, id)
 	}
-	_ = os.WriteFile(path, []byte(b.String()), 0o644)
+	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
 func readIDs(path string) map[string]string {
