@@ -601,8 +601,17 @@ func (r *Runner) enqueue(d Decision, done chan error) {
 
 // step dispatches what the machine allows, flushes the next batch to the
 // committer and re-arms the timer.
+//
+// The attempts' deadlines due at now are acted on before the machine
+// decides at now, whatever woke the loop. A pass woken by a call or an op
+// after the clock moved, before the timer's fire is taken, would otherwise
+// decide at the new instant first: after a jump, a workflow's deadline
+// check could come before the settlement of an attempt whose deadline fell
+// earlier, against RL-9's order (fire instant, then seq), and the order
+// would hang on which channel the loop took first (RL-8).
 func (r *Runner) step() {
 	now := r.cfg.Clock.Now()
+	r.fireAt(now)
 	r.decide(now)
 	r.flush()
 	r.checkDrained()
@@ -1123,8 +1132,10 @@ func (r *Runner) DisableDeadlineChecks(ctx context.Context) error {
 
 // fire acts on every event due at the clock's current instant; due
 // machine timers are picked up by the next Dispatch.
-func (r *Runner) fire() {
-	now := r.cfg.Clock.Now()
+func (r *Runner) fire() { r.fireAt(r.cfg.Clock.Now()) }
+
+// fireAt acts on every event due at now, in (instant, arming) order.
+func (r *Runner) fireAt(now time.Time) {
 	n := now.UnixNano()
 	for r.events.Len() > 0 && r.events[0].at <= n {
 		e := heapPop(&r.events)
