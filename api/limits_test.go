@@ -443,7 +443,7 @@ func TestRL11_ParallelOutputsOverTheLimitFailTheWorkflow(t *testing.T) {
 	id := wfDispatch(b, "fan", api.State{})
 	b.idle()
 	info := wfWant(b, id, api.WorkflowFailed)
-	if !strings.HasPrefix(info.Error, "step 0 output is ") || !strings.HasSuffix(info.Error, "limit 524288") {
+	if !strings.HasPrefix(info.Error, `step "wide" (1 of 2): output is `) || !strings.HasSuffix(info.Error, "limit 524288") {
 		t.Fatalf("error %q", info.Error)
 	}
 	b.checkReplay()
@@ -465,7 +465,7 @@ func TestRL11_WaitResultOverTheLimitFailsTheWaiter(t *testing.T) {
 	j := wfDispatch(b, "join", api.State{"deps": deps})
 	b.idle()
 	info := wfWant(b, j, api.WorkflowFailed)
-	if !strings.HasPrefix(info.Error, "step 0 output is ") {
+	if !strings.HasPrefix(info.Error, "step ") || !strings.Contains(info.Error, " (1 of 2): output is ") {
 		t.Fatalf("error %q", info.Error)
 	}
 	b.checkReplay()
@@ -645,7 +645,7 @@ func TestWF4_BranchOutputsThatCannotBeMergedFailTheWorkflow(t *testing.T) {
 	id := wfDispatch(b, "wide", api.State{})
 	b.idle()
 	info := wfWant(b, id, api.WorkflowFailed)
-	if !strings.Contains(info.Error, "step 0 outputs cannot be merged: branch 3 of 3") {
+	if !strings.Contains(info.Error, `step "p" (1 of 2): outputs cannot be merged: branch 3 of 3`) {
 		t.Fatalf("error %q, want the merge's failure naming branch 3", info.Error)
 	}
 	b.checkReplay()

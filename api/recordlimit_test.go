@@ -78,7 +78,7 @@ func TestRL11_StateAndOutputAtPayloadBytesMaxLimitMerge(t *testing.T) {
 	id := wfDispatch(b, "big", api.State{"a": strings.Repeat("a", n)})
 	b.idle()
 	info := wfWant(b, id, api.WorkflowFailed)
-	if want := fmt.Sprintf("after step 0, limit %d", api.PayloadBytesMaxLimit); !strings.HasPrefix(info.Error, "workflow state is ") || !strings.HasSuffix(info.Error, want) {
+	if want := fmt.Sprintf("limit %d", api.PayloadBytesMaxLimit); !strings.HasPrefix(info.Error, `step "grow" (1 of 2): workflow state would be `) || !strings.HasSuffix(info.Error, want) {
 		t.Fatalf("error %q, want the merged state's size %s", info.Error, want)
 	}
 	b.checkReplay()

@@ -72,6 +72,16 @@ func (m *Machine) defOf(w *replay.Workflow) *WorkflowDef {
 	return def
 }
 
+// stepLabel names w's current step in a failure message: by its name and
+// its place counted from 1, as qctl shows steps ("step \"charge\" (2 of
+// 4)"), or by its place alone when w's definition is not registered.
+func (m *Machine) stepLabel(w *replay.Workflow) string {
+	if def := m.defOf(w); def != nil && int(w.Step) < len(def.Steps) {
+		return fmt.Sprintf("step %q (%d of %d)", def.Steps[w.Step].Name, w.Step+1, w.Steps)
+	}
+	return fmt.Sprintf("step %d of %d", w.Step+1, w.Steps)
+}
+
 // WorkflowParked reports whether w, a workflow of the state, is parked: the
 // definition it recorded (name and hash) is not registered in this
 // process, so the machine decides nothing from it until it is (see
@@ -320,7 +330,7 @@ func mergeBranchesOneByOne(w *replay.Workflow) ([]byte, error) {
 func (m *Machine) completeBranches(d *Decision, now time.Time, w *replay.Workflow) {
 	out, err := mergeBranches(w)
 	if err != nil {
-		m.fail(d, now, w, fmt.Sprintf("step %d outputs cannot be merged: %v", w.Step, err))
+		m.fail(d, now, w, fmt.Sprintf("%s: outputs cannot be merged: %v", m.stepLabel(w), err))
 		return
 	}
 	m.completeStep(d, now, w, out, nil)
@@ -339,7 +349,7 @@ func (m *Machine) completeStep(d *Decision, now time.Time, w *replay.Workflow, o
 	}
 	limit := m.cfg.StateBytesMax
 	if limit > 0 && len(output) > limit {
-		m.fail(d, now, w, fmt.Sprintf("step %d output is %d bytes, limit %d", w.Step, len(output), limit))
+		m.fail(d, now, w, fmt.Sprintf("%s: output is %d bytes, limit %d", m.stepLabel(w), len(output), limit))
 		return
 	}
 	// The state the output makes is checked before step_completed is
@@ -351,11 +361,11 @@ func (m *Machine) completeStep(d *Decision, now time.Time, w *replay.Workflow, o
 	if limit > 0 && len(output) > 0 && len(w.State)+len(output)+stateMergeSlack > limit {
 		merged, err := replay.MergeState(w.State, output)
 		if err != nil {
-			m.fail(d, now, w, fmt.Sprintf("step %d output cannot be merged into the state: %v", w.Step, err))
+			m.fail(d, now, w, fmt.Sprintf("%s: output cannot be merged into the state: %v", m.stepLabel(w), err))
 			return
 		}
 		if pub, _ := replay.PublicState(merged); len(pub) > limit {
-			m.fail(d, now, w, fmt.Sprintf("workflow state is %d bytes after step %d, limit %d", len(pub), w.Step, limit))
+			m.fail(d, now, w, fmt.Sprintf("%s: workflow state would be %d bytes, limit %d", m.stepLabel(w), len(pub), limit))
 			return
 		}
 	}
