@@ -130,6 +130,9 @@ type stepSpec struct {
 	resultKey string
 	sub       string
 	opts      []JobOption
+	// option is the builder method that added the step, for the errors
+	// Register reports about it.
+	option string
 }
 
 // Workflow is a workflow definition under construction (WF-2). Build it
@@ -150,6 +153,16 @@ type Workflow struct {
 }
 
 // NewWorkflow starts the definition of a workflow registered under name.
+//
+// A [Workflow.Then] step runs its function as a job of the handler named
+// name + "/" + the step's name, and branch i of a [Workflow.Parallel] step
+// of two or more branches as name + "/" + step + "#" + i: "import/fetch",
+// "import/fan#0". The journal records these names, so they never change,
+// and they share one namespace with the job handlers of [Handle].
+// [Engine.Register] therefore refuses, with a [*WorkflowError] naming the
+// steps, a definition that would give two of its steps one name (a step
+// "fan#0" besides a Parallel step "fan"). A step name may hold "#" and "/"
+// as long as its handler names clash with none.
 func NewWorkflow(name string) *Workflow {
 	w := &Workflow{name: name}
 	if err := validateName(name); err != nil {
@@ -168,6 +181,7 @@ func (w *Workflow) add(s stepSpec, option string) *Workflow {
 	if s.name == "" {
 		s.name = strconv.Itoa(len(w.steps))
 	}
+	s.option = option
 	// A step name is part of its step handlers' names, which every
 	// job_enqueued of the step records.
 	if err := validateName(s.name); err != nil {
@@ -182,8 +196,11 @@ func (w *Workflow) add(s stepSpec, option string) *Workflow {
 	return w
 }
 
-// Then adds a step that runs fn as a job (WF-3). An empty name names the
-// step by its index; a name is at most [NameBytesMax] bytes. opts set the
+// Then adds a step that runs fn as a job (WF-3) of the handler named
+// workflow/name (see [NewWorkflow]). An empty name names the step by its
+// index; a name is at most [NameBytesMax] bytes, unique in the workflow,
+// and must not give the step the handler name of another step, such as
+// "fan#0" besides a Parallel step "fan". opts set the
 // step's job options (WF-22): [OnQueue], [WithPriority], [MaxAttempts],
 // [Backoff] and [DeliveryTimeout]. Register refuses [Delay] and [Unique]
 // there (use a [Workflow.Delay] step), and middleware and guards (use
@@ -198,7 +215,9 @@ func (w *Workflow) Then(name string, fn StepFunc, opts ...JobOption) *Workflow {
 // Parallel adds a step that runs every fn as its own job at once; it
 // completes when all succeeded, their outputs merged in the journal order
 // of their successes (WF-4). It takes 1 to [ParallelBranchesMax] branches;
-// the name is as for [Workflow.Then].
+// the name is as for [Workflow.Then]. Branch i runs as the handler named
+// workflow/name#i (a single branch as workflow/name, like a Then step), so
+// no other step of the workflow may be named name#i (see [NewWorkflow]).
 func (w *Workflow) Parallel(name string, fns ...StepFunc) *Workflow {
 	if len(fns) == 0 {
 		w.fail(name, "Parallel", "needs at least one branch")
@@ -369,7 +388,8 @@ func (w *Workflow) Into(key string) *Workflow {
 }
 
 // Named renames the last step (waits and delays get generated names). The
-// name is at most [NameBytesMax] bytes.
+// name is at most [NameBytesMax] bytes and follows the rules of
+// [Workflow.Then].
 func (w *Workflow) Named(name string) *Workflow {
 	if len(w.steps) == 0 || name == "" {
 		w.fail(name, "Named", "needs a step and a name")
@@ -513,7 +533,9 @@ func stepHandlerName(workflow, step string, branch, branches int) string {
 // handlers, its options, its middleware plan (DL-27) and its deadline
 // handler, which must be registered first, like any sub-workflow it names.
 // A workflow whose chain of first-step sub-workflows, itself included, is
-// longer than [SubWorkflowChainMax] is refused. Nothing is appended.
+// longer than [SubWorkflowChainMax] is refused, and so is one two of whose
+// steps would run under one handler name (see [NewWorkflow]). Nothing is
+// appended.
 //
 // A workflow keeps the definition it was dispatched with: its hash is in
 // the journal (WF-2). If a process registers a changed definition under
@@ -535,6 +557,9 @@ func (e *Engine) Register(w *Workflow) error {
 	}
 	if len(w.steps) == 0 {
 		return &WorkflowError{Workflow: w.name, Option: "Register", Reason: "a workflow needs at least one step"}
+	}
+	if err := checkStepHandlerNames(w); err != nil {
+		return err
 	}
 	if w.onDeadline != "" && e.deadlineHandler(w.onDeadline) == nil {
 		return &WorkflowError{Workflow: w.name, Option: "OnDeadline", Reason: fmt.Sprintf("deadline handler %q is not registered", w.onDeadline)}
