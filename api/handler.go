@@ -30,6 +30,10 @@ type handlerEntry struct {
 	// step is set for the handlers a workflow registers for its steps:
 	// they cannot be enqueued as jobs.
 	step bool
+	// ref names the step a step handler runs, for the errors that refuse
+	// its name to Handle, Enqueue and other workflows; nil for a job
+	// handler.
+	ref *stepRef
 }
 
 // Handle registers fn under name. Payloads enqueued for name are decoded
@@ -38,7 +42,10 @@ type handlerEntry struct {
 // decode error, the payload staying in the journal. opts set defaults for
 // the handler's jobs (queue, priority, retry policy, timeout) that each
 // Enqueue may override (WF-22), and the handler's own middleware and
-// guards ([WithMiddleware], [WithGuards]). Registering a name twice, an
+// guards ([WithMiddleware], [WithGuards]). The name shares one namespace
+// with the handlers of workflow steps (see [NewWorkflow]): a name a step
+// holds is refused with an error naming the step and matching
+// [ErrDuplicate]. Registering a name twice, an
 // empty name, a nil fn (a [*NameError] matching [ErrInvalidOption]), nil
 // middleware or guards, more than
 // [MiddlewareMax] middleware (or [GuardsMax] guards) in effect for an
@@ -85,5 +92,15 @@ func Handle[T any](e *Engine, name string, fn HandlerFunc[T], opts ...JobOption)
 		v, _ := in.(T) // a nil interface T decodes to nil
 		return nil, fn(ctx, d, v)
 	}
-	return e.register(h)
+	err = e.register(h)
+	if errors.Is(err, ErrDuplicate) {
+		// Handlers are never unregistered, so the holder found now is the
+		// one that refused h.
+		if held := e.handler(name); held != nil && held.ref != nil {
+			return &NameError{Kind: "handler", Name: name, Err: stepNameReason{
+				text: "already registered as the handler of " + held.ref.long() + ": give the job handler another name",
+				is:   ErrDuplicate}}
+		}
+	}
+	return err
 }

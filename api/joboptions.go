@@ -198,7 +198,7 @@ func (e *Engine) enqueueRequest(handler string, payload any, opts []JobOption) (
 	var req scheduler.EnqueueRequest
 	h := e.handler(handler)
 	if h == nil || h.step {
-		return req, &NameError{Kind: "handler", Name: handler, Err: ErrUnknownHandler}
+		return req, unknownHandlerError(handler, h)
 	}
 	o, err := e.buildJobOptions(opts)
 	if err != nil {

@@ -28,6 +28,9 @@ func (r stepRef) String() string {
 	return "step " + strconv.Quote(r.step)
 }
 
+// long names the step, or the branch, and its workflow.
+func (r stepRef) long() string { return r.String() + " of workflow " + strconv.Quote(r.workflow) }
+
 // checkStepHandlerNames refuses a definition two of whose steps would run
 // under one handler name, such as a Then step "b#0" after a Parallel step
 // "b" of two branches, naming both steps (WF-2). Step names may hold "#":
@@ -49,3 +52,41 @@ func checkStepHandlerNames(w *Workflow) error {
 	}
 	return nil
 }
+
+// stepNameTaken refuses step handler h, whose name held already holds: a
+// job handler or another workflow's step. The error names h's step and
+// the holder, and matches [ErrDuplicate] through the [*NameError] it
+// wraps, as the bare NameError Register returned before did.
+func stepNameTaken(h, held *handlerEntry) error {
+	holder, todo := "a job handler registered with Handle", "rename the step or the workflow, or give the job handler another name"
+	if held.ref != nil {
+		holder, todo = held.ref.long(), "rename the step or the workflow"
+	}
+	return &WorkflowError{Workflow: h.ref.workflow, Step: h.ref.step, Option: h.ref.option,
+		Reason: fmt.Sprintf("%s would run as handler %q, which %s already holds: %s", h.ref, h.name, holder, todo),
+		Err:    &NameError{Kind: "handler", Name: h.name, Err: ErrDuplicate}}
+}
+
+// unknownHandlerError refuses an enqueue for handler, registered as h (nil
+// if not at all). It matches [ErrUnknownHandler] whichever it is; for a
+// step's handler it says which step, since the name is registered.
+func unknownHandlerError(handler string, h *handlerEntry) error {
+	if h == nil || h.ref == nil {
+		return &NameError{Kind: "handler", Name: handler, Err: ErrUnknownHandler}
+	}
+	return &NameError{Kind: "handler", Name: handler, Err: stepNameReason{
+		text: "not a job handler: it runs " + h.ref.long() + ", whose jobs the engine enqueues; start the workflow with Engine.Dispatch",
+		is:   ErrUnknownHandler}}
+}
+
+// stepNameReason is why a call naming a step's handler is refused: text
+// says which step holds the name, and is the sentinel the refusal matches.
+// It reads as the reason alone, since the [NameError] that carries it names
+// the handler.
+type stepNameReason struct {
+	text string
+	is   error
+}
+
+func (e stepNameReason) Error() string        { return e.text }
+func (e stepNameReason) Is(target error) bool { return target == e.is }

@@ -94,12 +94,16 @@ const (
 const stepHandlerNameBytesMax = 2*NameBytesMax + len("/#1023")
 
 // WorkflowError reports an invalid workflow definition: Workflow names it,
-// Step the step (or "" for a workflow option), Option the method.
+// Step the step (or "" for a workflow option), Option the method. Err, if
+// not nil, is the error under the refusal: a step whose handler name is
+// already registered has a [*NameError] naming the handler and matching
+// [ErrDuplicate].
 type WorkflowError struct {
 	Workflow string
 	Step     string
 	Option   string
 	Reason   string
+	Err      error
 }
 
 // Error names the workflow, the step and the option, then the reason.
@@ -116,6 +120,9 @@ func (e *WorkflowError) Error() string {
 
 // Is makes every WorkflowError match [ErrInvalidOption].
 func (e *WorkflowError) Is(target error) bool { return target == ErrInvalidOption }
+
+// Unwrap returns Err.
+func (e *WorkflowError) Unwrap() error { return e.Err }
 
 type stepSpec struct {
 	kind      scheduler.StepKind
@@ -161,8 +168,13 @@ type Workflow struct {
 // and they share one namespace with the job handlers of [Handle].
 // [Engine.Register] therefore refuses, with a [*WorkflowError] naming the
 // steps, a definition that would give two of its steps one name (a step
-// "fan#0" besides a Parallel step "fan"). A step name may hold "#" and "/"
-// as long as its handler names clash with none.
+// "fan#0" besides a Parallel step "fan") or a name already held by a job
+// handler or by another workflow's step (workflow "a/b" with step "c" and
+// workflow "a" with step "b/c" both make "a/b/c"); the latter also
+// matches [ErrDuplicate]. A step name may hold "#" and "/" as long as its
+// handler names clash with none. A step's handler name cannot be
+// registered with Handle nor enqueued: the engine enqueues a step's jobs,
+// and [Engine.Dispatch] starts the workflow.
 func NewWorkflow(name string) *Workflow {
 	w := &Workflow{name: name}
 	if err := validateName(name); err != nil {
@@ -534,8 +546,9 @@ func stepHandlerName(workflow, step string, branch, branches int) string {
 // handler, which must be registered first, like any sub-workflow it names.
 // A workflow whose chain of first-step sub-workflows, itself included, is
 // longer than [SubWorkflowChainMax] is refused, and so is one two of whose
-// steps would run under one handler name (see [NewWorkflow]). Nothing is
-// appended.
+// steps would run under one handler name, or one of whose step handler
+// names a job handler or another workflow's step holds (see
+// [NewWorkflow]). Nothing is registered or appended on refusal.
 //
 // A workflow keeps the definition it was dispatched with: its hash is in
 // the journal (WF-2). If a process registers a changed definition under
@@ -610,6 +623,7 @@ func (e *Engine) Register(w *Workflow) error {
 			invariant.Check(len(name) <= stepHandlerNameBytesMax, "api: step handler name outgrows stepHandlerNameBytesMax")
 			sd.Handlers = append(sd.Handlers, name)
 			h := e.stepHandler(name, fn)
+			h.ref = &stepRef{workflow: w.name, step: s.name, option: s.option, branch: i, branches: len(s.fns)}
 			// A step handler's own middleware and guards are its
 			// workflow's: they take the "queue or workflow" place of the
 			// plan, after the queue's (DL-27).

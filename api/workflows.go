@@ -93,9 +93,9 @@ func (e *Engine) registerWorkflow(def *scheduler.WorkflowDef, handlers []*handle
 		return &NameError{Kind: "workflow", Name: def.Name, Err: ErrDuplicate}
 	}
 	for _, h := range handlers {
-		if _, dup := e.handlers[h.name]; dup {
+		if held, dup := e.handlers[h.name]; dup {
 			e.hmu.Unlock()
-			return &NameError{Kind: "handler", Name: h.name, Err: ErrDuplicate}
+			return stepNameTaken(h, held)
 		}
 	}
 	e.workflows[def.Name] = def
