@@ -40,15 +40,17 @@ type handlerEntry struct {
 // into T (msgpack, after the structural pre-scan of RL-6); a payload that
 // does not decode buries its job with code PAYLOAD_DECODE_FAILED and the
 // decode error, the payload staying in the journal. opts set defaults for
-// the handler's jobs (queue, priority, retry policy, timeout) that each
-// Enqueue may override (WF-22), and the handler's own middleware and
-// guards ([WithMiddleware], [WithGuards]). The name shares one namespace
-// with the handlers of workflow steps (see [NewWorkflow]): a name a step
-// holds is refused with an error naming the step and matching
-// [ErrDuplicate]. Registering a name twice, an
-// empty name, a nil fn (a [*NameError] matching [ErrInvalidOption]), nil
-// middleware or guards, more than
-// [MiddlewareMax] middleware (or [GuardsMax] guards) in effect for an
+// the handler's jobs ([OnQueue], [WithPriority], [MaxAttempts], [Backoff],
+// [DeliveryTimeout]) that each Enqueue may override (WF-22), [Unique] for
+// every enqueue of the handler, and the handler's own middleware and
+// guards ([WithMiddleware], [WithGuards]). [Delay] is per enqueue only:
+// given to Handle, even as Delay(0), it is an [*OptionError] naming it,
+// and nothing is registered, as for every invalid option. The name shares
+// one namespace with the handlers of workflow steps (see [NewWorkflow]): a
+// name a step holds is refused with an error naming the step and matching
+// [ErrDuplicate]. Registering a name twice, an empty name, a nil fn (a
+// [*NameError] matching [ErrInvalidOption]), nil middleware or guards,
+// more than [MiddlewareMax] middleware (or [GuardsMax] guards) in effect for an
 // attempt on any queue (global, the queue's and the handler's together:
 // Enqueue may put a job on any queue), or registering once shutdown has
 // begun is an error.
@@ -62,6 +64,14 @@ func Handle[T any](e *Engine, name string, fn HandlerFunc[T], opts ...JobOption)
 	jo, err := buildOptions(opts)
 	if err != nil {
 		return err
+	}
+	// A delay counts from an enqueue, and resolve takes it from the
+	// enqueue's options alone: refused rather than ignored, as a workflow
+	// step refuses it, so a registration never says more than it does
+	// (JB-1, WF-22).
+	if jo.delaySet {
+		return &OptionError{Field: "Delay", Value: jo.delay,
+			Reason: "a handler takes no default Delay: give Delay to each Enqueue"}
 	}
 	if err := checkPlanParts("Handle.", jo.middleware, jo.guards); err != nil {
 		return err

@@ -55,9 +55,12 @@ const QueueDefault = "default"
 type JobOption func(*jobOptions)
 
 type jobOptions struct {
-	queue       *string
-	priority    *Priority
-	delay       time.Duration
+	queue    *string
+	priority *Priority
+	delay    time.Duration
+	// delaySet records that Delay was given, even Delay(0): [Handle]
+	// refuses it, as Delay is per enqueue only.
+	delaySet    bool
 	maxAttempts *int
 	backoff     *deadlines.Backoff
 	timeout     *time.Duration
@@ -106,14 +109,17 @@ func WithPriority(p Priority) JobOption {
 const DelayMax = deadlines.DelayMax
 
 // Delay makes the job available d after it is enqueued (JB-1): 0 up to
-// [DelayMax], 100 years.
+// [DelayMax], 100 years. It is the one job option that applies only to the
+// enqueue it is given to: [Handle] refuses it as a handler default, and a
+// workflow step refuses it too (use a [Workflow.Delay] step), since a
+// delay is counted from an enqueue and neither names one.
 func Delay(d time.Duration) JobOption {
 	return func(o *jobOptions) {
 		if err := deadlines.ValidateDelay("Delay", d, 0); err != nil {
 			o.fail(optionErr("", err))
 			return
 		}
-		o.delay = d
+		o.delay, o.delaySet = d, true
 	}
 }
 
