@@ -24,7 +24,8 @@ import (
 // refuses out-of-range values with an [*OptionError] naming the field.
 type Options struct {
 	// Dir is the journal directory. Empty means "quire-data" in the
-	// working directory. It is created if missing. With the operating
+	// working directory. It is created if missing, and removed again if
+	// Open then refuses to open the journal in it. With the operating
 	// system's filesystem (FS nil), a relative Dir is resolved against the
 	// working directory once, at Open: the engine keeps working on the
 	// same directory if the process changes directory later.

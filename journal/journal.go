@@ -228,29 +228,46 @@ func pebbleError(op string, err error) error {
 // for a newer layout; [*CorruptError] for damage Pebble or the tail record
 // check detect; an error wrapping fs.ErrNotExist for a missing directory
 // in read-only mode.
+//
+// A refused Open leaves the directory as it found it: it removes the LOCK
+// file it created to take the directory's lock, and a directory it created
+// (with the parents it created), so that a directory that holds no journal
+// gets nothing and a failed first Open leaves no directory behind. The one
+// exception is a store that fail-stopped while opening ([ErrFailStop]): it
+// may still run in the background, so its lock stays held and its files
+// stay, as after any fail-stop.
 func Open(dir string, opts Options) (*Journal, error) {
 	o := opts.withDefaults()
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	if err := prepareDir(o.FS, dir, o.ReadOnly); err != nil {
+	created, err := prepareDir(o.FS, dir, o.ReadOnly)
+	if err != nil {
 		return nil, err
 	}
 	if o.ReadOnly {
 		// A reader writes nothing, not even a LOCK file, into a
-		// directory that is no journal.
+		// directory that is no journal: it refuses one before taking the
+		// lock, without needing write access to the directory.
 		if _, _, _, err := peekStore(o.FS, dir, true); err != nil {
 			return nil, err
 		}
 	}
+	lockPath := o.FS.PathJoin(dir, lockFile)
+	// Only a LOCK known to be absent counts as created by this Open.
+	_, statErr := o.FS.Stat(lockPath)
+	hadLock := !errors.Is(statErr, iofs.ErrNotExist)
 	// The directory's lock is taken first and held until Close: what
 	// Open reads of the directory before Pebble opens it (the WAL
 	// checks) cannot race another process opening it.
 	lock, err := pebble.LockDirectory(dir, o.FS)
 	if err != nil {
 		if isLockHeld(err) {
+			// Another holder has the directory now, even one Open
+			// created: it is theirs to keep.
 			return nil, fmt.Errorf("%w: %s is open in another journal (an engine or qctl, in this process or another): %w", ErrLocked, dir, err)
 		}
+		removeCreated(o.FS, created)
 		return nil, fmt.Errorf("journal: open %s: lock: %w", dir, err)
 	}
 	j, err := openLocked(dir, o, lock)
@@ -258,12 +275,36 @@ func Open(dir string, opts Options) (*Journal, error) {
 		// A store that fail-stopped while opening may still run in the
 		// background: its lock stays held, as after any fail-stop.
 		if j == nil || !j.broken.Load() {
+			// Undone while the lock is held, so that no other Open can
+			// take it in between and see a directory half undone.
+			if len(created) > 0 {
+				_ = o.FS.RemoveAll(dir)
+				removeCreated(o.FS, created[1:])
+			} else if !hadLock {
+				_ = o.FS.Remove(lockPath)
+			}
 			_ = lock.Close()
 		}
 		return nil, err
 	}
 	j.lock = lock
 	return j, nil
+}
+
+// lockFile is the file in a journal directory that Pebble's directory lock
+// creates if it is absent (pebble.LockDirectory).
+const lockFile = "LOCK"
+
+// removeCreated removes the directories prepareDir created, innermost
+// first, as far as they are empty: best effort, for an Open that refuses
+// after creating them. A directory another program put a file in since is
+// left, and so are its parents.
+func removeCreated(fs vfs.FS, created []string) {
+	for _, d := range created {
+		if fs.Remove(d) != nil {
+			return
+		}
+	}
 }
 
 // isLockHeld reports whether err is a failure to take a directory lock
@@ -410,16 +451,17 @@ func openStore(dir string, o Options, lock *pebble.Lock, format pebble.FormatMaj
 }
 
 // prepareDir creates a missing journal directory (unless read-only, when
-// a missing one is an error).
-func prepareDir(fs vfs.FS, dir string, readOnly bool) error {
+// a missing one is an error). It returns the directories it created, dir
+// first, then each parent it created.
+func prepareDir(fs vfs.FS, dir string, readOnly bool) ([]string, error) {
 	_, err := fs.Stat(dir)
 	switch {
 	case err == nil:
-		return nil
+		return nil, nil
 	case !errors.Is(err, iofs.ErrNotExist):
-		return fmt.Errorf("journal: open %s: %w", dir, err)
+		return nil, fmt.Errorf("journal: open %s: %w", dir, err)
 	case readOnly:
-		return &iofs.PathError{Op: "journal: open read-only", Path: dir, Err: iofs.ErrNotExist}
+		return nil, &iofs.PathError{Op: "journal: open read-only", Path: dir, Err: iofs.ErrNotExist}
 	}
 	return mkdirSynced(fs, dir)
 }
@@ -447,7 +489,7 @@ func peekStore(fs vfs.FS, dir string, readOnly bool) (pebble.FormatMajorVersion,
 	}
 	var other []string
 	for _, name := range ls {
-		if name != "LOCK" {
+		if name != lockFile {
 			other = append(other, name)
 		}
 	}
@@ -468,8 +510,10 @@ func peekStore(fs vfs.FS, dir string, readOnly bool) (pebble.FormatMajorVersion,
 }
 
 // mkdirSynced creates dir and syncs the parent of every directory it
-// created, so that a crash cannot lose the journal's directory entry.
-func mkdirSynced(fs vfs.FS, dir string) error {
+// created, so that a crash cannot lose the journal's directory entry. It
+// returns the directories it created, dir first; on error it removes them
+// again, as far as it can.
+func mkdirSynced(fs vfs.FS, dir string) ([]string, error) {
 	var created []string
 	for p := dir; ; {
 		if _, err := fs.Stat(p); err == nil {
@@ -483,7 +527,8 @@ func mkdirSynced(fs vfs.FS, dir string) error {
 		p = parent
 	}
 	if err := fs.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("journal: create %s: %w", dir, err)
+		removeCreated(fs, created)
+		return nil, fmt.Errorf("journal: create %s: %w", dir, err)
 	}
 	for _, p := range created {
 		d, err := fs.OpenDir(fs.PathDir(p))
@@ -494,10 +539,11 @@ func mkdirSynced(fs vfs.FS, dir string) error {
 			}
 		}
 		if err != nil {
-			return fmt.Errorf("journal: create %s: sync parent directory: %w", dir, err)
+			removeCreated(fs, created)
+			return nil, fmt.Errorf("journal: create %s: sync parent directory: %w", dir, err)
 		}
 	}
-	return nil
+	return created, nil
 }
 
 // load reads or creates the metadata and finds the tail of the log.
