@@ -170,10 +170,12 @@ type Engine struct {
 // back as a shutdown with trigger startup_failure and returns a
 // [*StartupError] carrying its report (SD-35). A journal written by a
 // newer version, or one that fails its checks, refuses to open with the
-// reason. Refusing the journal leaves opts.Dir as Open found it, unless
-// its store fail-stopped while opening ([ErrFailStop]): a directory that
-// holds no journal gets no LOCK file, and a directory Open created is
-// removed. The engine starts no attempt until [Engine.Start] or
+// reason ([ErrNewerVersion], [ErrCorrupt]), a directory that holds files
+// but no journal with [ErrNotJournal], and one another engine or qctl has
+// open with [ErrLocked]. Refusing the journal leaves opts.Dir as Open
+// found it, unless its store fail-stopped while opening ([ErrFailStop]): a
+// directory that holds no journal gets no LOCK file, and a directory Open
+// created is removed. The engine starts no attempt until [Engine.Start] or
 // [Engine.Run].
 func Open(ctx context.Context, opts Options) (*Engine, error) {
 	if err := checkContext(ctx); err != nil {

@@ -72,6 +72,10 @@ var (
 	// ErrLocked refuses an Open of a journal another engine or a qctl
 	// holds (in this process or another). It is journal.ErrLocked.
 	ErrLocked = journal.ErrLocked
+	// ErrNotJournal refuses an Open of a directory that holds files but no
+	// quire journal: another program's files or Pebble store. Open leaves
+	// such a directory as it found it. It is journal.ErrNotJournal.
+	ErrNotJournal = journal.ErrNotJournal
 	// ErrNewerVersion refuses an Open of a journal written by a newer
 	// version of quire, whose layout or records this one cannot read. It
 	// is record.ErrNewerVersion.

@@ -102,6 +102,26 @@ func ExampleOpen_locked() {
 	// ready
 }
 
+// Open refuses a directory that holds files but no journal, and leaves it
+// as it found it: no LOCK file, nothing else.
+func ExampleOpen_notJournal() {
+	opts, _ := exampleOptions()
+	if err := opts.FS.MkdirAll(opts.Dir, 0o755); err != nil {
+		log.Fatal(err)
+	}
+	f, err := opts.FS.Create(opts.FS.PathJoin(opts.Dir, "notes.txt"), vfs.WriteCategoryUnspecified)
+	if err != nil {
+		log.Fatal(err)
+	}
+	_ = f.Close()
+	_, err = api.Open(context.Background(), opts)
+	fmt.Println(errors.Is(err, api.ErrNotJournal))
+	fmt.Println(opts.FS.List(opts.Dir))
+	// Output:
+	// true
+	// [notes.txt] <nil>
+}
+
 func ExampleOptions() {
 	opts, _ := exampleOptions()
 	opts.Workers = 8                            // attempts running at once

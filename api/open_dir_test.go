@@ -8,6 +8,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
@@ -91,5 +92,55 @@ func TestOpen_RefusedOpenRemovesDirItCreated(t *testing.T) {
 	}
 	if _, err := mem.Stat("root/data"); !errors.Is(err, iofs.ErrNotExist) {
 		t.Fatalf("a refused Open left the directory it created (%v): root holds %v", err, listDir(t, mem, "root"))
+	}
+}
+
+// api.ErrNotJournal is the sentinel a refused Open of a directory that
+// holds no journal matches, so callers branch on it without importing
+// journal: for other files, and for another program's Pebble store, and
+// no other Open sentinel matches.
+func TestOpen_ErrNotJournal(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		make func(t *testing.T, fs vfs.FS, dir string)
+	}{
+		{"other files", func(t *testing.T, fs vfs.FS, dir string) {
+			f, err := fs.Create(fs.PathJoin(dir, "notes.txt"), vfs.WriteCategoryUnspecified)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = f.Close()
+		}},
+		{"another program's pebble store", func(t *testing.T, fs vfs.FS, dir string) {
+			db, err := pebble.Open(dir, &pebble.Options{FS: fs})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := db.Set([]byte("k"), []byte("v"), pebble.Sync); err != nil {
+				t.Fatal(err)
+			}
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			fs := vfs.NewMem()
+			if err := fs.MkdirAll("data", 0o755); err != nil {
+				t.Fatal(err)
+			}
+			c.make(t, fs, "data")
+			_, err := api.Open(context.Background(), api.Options{Dir: "data", FS: fs, Clock: clocktest.New(t0)})
+			if !errors.Is(err, api.ErrNotJournal) {
+				t.Fatalf("Open: err %v, want one matching api.ErrNotJournal", err)
+			}
+			for _, other := range []error{api.ErrLocked, api.ErrCorrupt, api.ErrNewerVersion} {
+				if errors.Is(err, other) {
+					t.Fatalf("Open: err %v also matches %v", err, other)
+				}
+			}
+		})
 	}
 }
