@@ -35,8 +35,11 @@ var (
 	// [NameBytesMax] bytes; an id over 127 bytes): a handler's, queue's,
 	// workflow's, step's, signal's or resource's name. The error is a
 	// [*NameError] (or an [*OptionError] for an option's value) naming it.
-	// A malformed id given to a status or control call matches
-	// [ErrNotFound] instead: no job or workflow has it.
+	// A handler name that breaks it, given to [Engine.Enqueue] or
+	// [Delivery.Enqueue], matches [ErrUnknownHandler] too, as every name
+	// no handler is registered under does. A malformed id given to a
+	// status or control call matches [ErrNotFound] instead: no job or
+	// workflow has it.
 	ErrInvalidName = errors.New("quire: invalid name")
 	// ErrDuplicate refuses a second registration under one name.
 	ErrDuplicate = errors.New("quire: already registered")

@@ -202,6 +202,9 @@ func buildOptions(opts []JobOption) (jobOptions, error) {
 // then the handler's, then the engine's (WF-22).
 func (e *Engine) enqueueRequest(handler string, payload any, opts []JobOption) (scheduler.EnqueueRequest, error) {
 	var req scheduler.EnqueueRequest
+	if err := handlerNameError(handler); err != nil {
+		return req, err
+	}
 	h := e.handler(handler)
 	if h == nil || h.step {
 		return req, unknownHandlerError(handler, h)

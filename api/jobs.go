@@ -16,9 +16,13 @@ import (
 // pointer, map, slice, func or channel are refused alike, with an error
 // matching [ErrInvalidPayload]. With [Unique], an existing pending or
 // processing job enqueued with Unique for the same handler and payload is
-// returned instead and nothing is appended (JB-5). An unregistered
-// handler, an invalid option or payload, a cancelled ctx or a closed
-// engine return a typed error and append nothing; a ctx that ends during
+// returned instead and nothing is appended (JB-5). A handler name that
+// breaks the name rule (empty, or over [NameBytesMax] bytes) is checked
+// first, with a [*NameError] matching [ErrInvalidName] and, since no
+// handler can be registered under it, [ErrUnknownHandler]. An
+// unregistered handler ([ErrUnknownHandler]), an invalid option or
+// payload, a cancelled ctx or a closed engine return a typed error and
+// append nothing; a ctx that ends during
 // the call is treated as [Engine] says: once the engine has taken the
 // call, it returns the job id even if ctx ended meanwhile. While a full
 // batch of records already waits for the disk, the engine takes no new
@@ -27,6 +31,11 @@ import (
 // and a ctx that ends meanwhile returns its error with nothing appended.
 func (e *Engine) Enqueue(ctx context.Context, handler string, payload any, opts ...JobOption) (string, error) {
 	if err := checkContext(ctx); err != nil {
+		return "", err
+	}
+	// A name no handler can have is refused as every call that takes a
+	// name refuses one, before the engine's state is looked at.
+	if err := handlerNameError(handler); err != nil {
 		return "", err
 	}
 	if err := e.admit(); err != nil {

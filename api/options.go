@@ -505,6 +505,26 @@ type nameRuleError string
 func (e nameRuleError) Error() string        { return string(e) }
 func (e nameRuleError) Is(target error) bool { return target == ErrInvalidName }
 
+// unregistrableNameError is a handler name that breaks its rule, given to
+// a call that needs a registered handler: no handler can be registered
+// under it, so besides [ErrInvalidName] it matches [ErrUnknownHandler],
+// which such a call returns for every other unregistered name.
+type unregistrableNameError struct{ nameRuleError }
+
+func (e unregistrableNameError) Is(target error) bool {
+	return target == ErrInvalidName || target == ErrUnknownHandler
+}
+
+// handlerNameError refuses a handler name no handler can have (empty or
+// too long) given to a call that enqueues for it, before anything else
+// is looked at, with the same [*NameError] as [Handle] gives it.
+func handlerNameError(handler string) error {
+	if err := validateName(handler); err != nil {
+		return &NameError{Kind: "handler", Name: handler, Err: unregistrableNameError{nameRuleError(err.Error())}}
+	}
+	return nil
+}
+
 // argRuleError is an argument that breaks its rule, such as a nil func,
 // given with a name. It matches [ErrInvalidOption], as every bad argument
 // does, and reads as the rule alone, since the [NameError] that carries

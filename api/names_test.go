@@ -1,0 +1,128 @@
+package api_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/quire-dev/quire/api"
+	"github.com/quire-dev/quire/journal/record"
+)
+
+// Every entry point that takes a handler or queue name refuses one that
+// breaks the name rule (empty, or over NameBytesMax bytes) with an error
+// matching ErrInvalidName that names it and states the rule, and appends
+// nothing (JB-1, JB-7, JB-8). Enqueue used to look the handler up first
+// and say only "handler not registered": its error now matches
+// ErrInvalidName, and still ErrUnknownHandler, as no handler can be
+// registered under such a name. Handle's does not match
+// ErrUnknownHandler: it registers, and needs no registered handler.
+func TestNameRule_EveryEntryPoint(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	if err := api.Handle(b.eng, "work", okHandler(nil)); err != nil {
+		t.Fatal(err)
+	}
+	names := []struct{ name, rule string }{
+		{"", "must not be empty"},
+		{strings.Repeat("h", api.NameBytesMax+1), "limit 100"},
+		{strings.Repeat("h", 200), "is 200 bytes"},
+	}
+	type want struct {
+		kind    string // the *NameError's Kind, or "" for an *OptionError
+		field   string // the *OptionError's Field
+		unknown bool   // also matches ErrUnknownHandler
+	}
+	calls := []struct {
+		name string
+		call func(name string) error
+		want want
+	}{
+		{"Enqueue", func(n string) error { _, err := b.eng.Enqueue(b.ctx, n, msg{}); return err },
+			want{kind: "handler", unknown: true}},
+		{"Enqueue OnQueue", func(n string) error { _, err := b.eng.Enqueue(b.ctx, "work", msg{}, api.OnQueue(n)); return err },
+			want{field: "OnQueue"}},
+		{"PauseQueue", func(n string) error { return b.eng.PauseQueue(b.ctx, n) }, want{kind: "queue"}},
+		{"ResumeQueue", func(n string) error { return b.eng.ResumeQueue(b.ctx, n) }, want{kind: "queue"}},
+		{"RetryBuried", func(n string) error { _, err := b.eng.RetryBuried(b.ctx, n); return err }, want{kind: "queue"}},
+		{"Handle", func(n string) error { return api.Handle(b.eng, n, okHandler(nil)) }, want{kind: "handler"}},
+	}
+	before := b.lastSeq()
+	for _, c := range calls {
+		for _, n := range names {
+			err := c.call(n.name)
+			what := c.name + " " + label(n.name)
+			check := func(ok bool, why string) {
+				t.Helper()
+				if !ok {
+					t.Errorf("%s: err %v: %s", what, err, why)
+				}
+			}
+			check(errors.Is(err, api.ErrInvalidName), "does not match ErrInvalidName")
+			check(errors.Is(err, api.ErrUnknownHandler) == c.want.unknown, "ErrUnknownHandler match is wrong")
+			check(err != nil && strings.Contains(err.Error(), n.rule), "does not state the rule")
+			if c.want.kind != "" {
+				var ne *api.NameError
+				check(errors.As(err, &ne) && ne.Kind == c.want.kind && ne.Name == n.name, "want a *NameError naming the "+c.want.kind)
+			} else {
+				var oe *api.OptionError
+				check(errors.As(err, &oe) && oe.Field == c.want.field && errors.Is(err, api.ErrInvalidOption),
+					"want an *OptionError naming "+c.want.field)
+			}
+		}
+	}
+	if after := b.lastSeq(); after != before {
+		t.Fatalf("refused calls appended records: seq %d -> %d", before, after)
+	}
+}
+
+// A follow-up job (Delivery.Enqueue) refuses such a handler name the same
+// way, and is not enqueued.
+func TestNameRule_FollowUp(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	var (
+		mu   sync.Mutex
+		errs []error
+	)
+	spawn := func(ctx context.Context, d *api.Delivery, in msg) error {
+		for _, n := range []string{"", strings.Repeat("h", 200)} {
+			err := d.Enqueue(n, msg{})
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+		}
+		return nil
+	}
+	if err := api.Handle(b.eng, "spawn", spawn); err != nil {
+		t.Fatal(err)
+	}
+	b.enqueue("spawn", msg{})
+	b.start()
+	b.idle()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(errs) != 2 {
+		t.Fatalf("the handler ran %d enqueues, want 2", len(errs))
+	}
+	for _, err := range errs {
+		var ne *api.NameError
+		if !errors.Is(err, api.ErrInvalidName) || !errors.Is(err, api.ErrUnknownHandler) || !errors.As(err, &ne) || ne.Kind != "handler" {
+			t.Errorf("follow-up: err %v, want a handler *NameError matching ErrInvalidName and ErrUnknownHandler", err)
+		}
+	}
+	if n := countKind(b.records(), record.KindJobEnqueued); n != 1 {
+		t.Fatalf("%d job_enqueued records, want 1: a refused follow-up was enqueued", n)
+	}
+}
+
+// label shows a name short: "" or its length.
+func label(name string) string {
+	if name == "" {
+		return `""`
+	}
+	return fmt.Sprintf("(%d bytes)", len(name))
+}
