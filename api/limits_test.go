@@ -421,7 +421,7 @@ func TestRL11_WorkflowStateOverTheLimitFailsTheWorkflow(t *testing.T) {
 	id := wfDispatch(b, "grow", api.State{})
 	b.idle()
 	info := wfWant(b, id, api.WorkflowFailed)
-	if !strings.HasPrefix(info.Error, "workflow state is ") || !strings.HasSuffix(info.Error, "after step 1, limit 524288") {
+	if !strings.HasPrefix(info.Error, `step "b" (2 of 3): workflow state would be `) || !strings.HasSuffix(info.Error, "limit 524288") {
 		t.Fatalf("error %q", info.Error)
 	}
 	// The engine goes on.
@@ -611,7 +611,7 @@ func TestRL11_OversizeStepLeavesTheStateWithinTheLimit(t *testing.T) {
 	b.idle()
 	for _, id := range []string{cancelled, retried} {
 		info := wfWant(b, id, api.WorkflowFailed)
-		if info.Step != 0 || !strings.HasPrefix(info.Error, "workflow state is ") || !strings.HasSuffix(info.Error, "after step 0, limit 524288") {
+		if info.Step != 0 || !strings.HasPrefix(info.Error, `step "a" (1 of 2): workflow state would be `) || !strings.HasSuffix(info.Error, "limit 524288") {
 			t.Fatalf("workflow %s failed at step %d with %q, want step 0 and the state's size", id, info.Step, info.Error)
 		}
 		if _, ok := info.State["b"]; ok {
