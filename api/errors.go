@@ -37,7 +37,9 @@ var (
 	// [*NameError] (or an [*OptionError] for an option's value) naming it.
 	// A handler name that breaks it, given to [Engine.Enqueue] or
 	// [Delivery.Enqueue], matches [ErrUnknownHandler] too, as every name
-	// no handler is registered under does. A malformed id given to a
+	// no handler is registered under does; a workflow name that breaks it,
+	// given to [Engine.Dispatch], matches [ErrNotFound] too, as every
+	// unregistered workflow name does. A malformed id given to a
 	// status or control call matches [ErrNotFound] instead: no job or
 	// workflow has it.
 	ErrInvalidName = errors.New("quire: invalid name")

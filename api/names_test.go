@@ -20,6 +20,8 @@ import (
 // ErrInvalidName, and still ErrUnknownHandler, as no handler can be
 // registered under such a name. Handle's does not match
 // ErrUnknownHandler: it registers, and needs no registered handler.
+// Dispatch's matches ErrNotFound too, as every unregistered workflow name
+// does.
 func TestNameRule_EveryEntryPoint(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
@@ -32,9 +34,10 @@ func TestNameRule_EveryEntryPoint(t *testing.T) {
 		{strings.Repeat("h", 200), "is 200 bytes"},
 	}
 	type want struct {
-		kind    string // the *NameError's Kind, or "" for an *OptionError
-		field   string // the *OptionError's Field
-		unknown bool   // also matches ErrUnknownHandler
+		kind     string // the *NameError's Kind, or "" for an *OptionError
+		field    string // the *OptionError's Field
+		unknown  bool   // also matches ErrUnknownHandler
+		notFound bool   // also matches ErrNotFound
 	}
 	calls := []struct {
 		name string
@@ -49,6 +52,8 @@ func TestNameRule_EveryEntryPoint(t *testing.T) {
 		{"ResumeQueue", func(n string) error { return b.eng.ResumeQueue(b.ctx, n) }, want{kind: "queue"}},
 		{"RetryBuried", func(n string) error { _, err := b.eng.RetryBuried(b.ctx, n); return err }, want{kind: "queue"}},
 		{"Handle", func(n string) error { return api.Handle(b.eng, n, okHandler(nil)) }, want{kind: "handler"}},
+		{"Dispatch", func(n string) error { _, err := b.eng.Dispatch(b.ctx, n, api.State{}); return err },
+			want{kind: "workflow", notFound: true}},
 	}
 	before := b.lastSeq()
 	for _, c := range calls {
@@ -63,6 +68,7 @@ func TestNameRule_EveryEntryPoint(t *testing.T) {
 			}
 			check(errors.Is(err, api.ErrInvalidName), "does not match ErrInvalidName")
 			check(errors.Is(err, api.ErrUnknownHandler) == c.want.unknown, "ErrUnknownHandler match is wrong")
+			check(errors.Is(err, api.ErrNotFound) == c.want.notFound, "ErrNotFound match is wrong")
 			check(err != nil && strings.Contains(err.Error(), n.rule), "does not state the rule")
 			if c.want.kind != "" {
 				var ne *api.NameError

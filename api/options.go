@@ -505,24 +505,35 @@ type nameRuleError string
 func (e nameRuleError) Error() string        { return string(e) }
 func (e nameRuleError) Is(target error) bool { return target == ErrInvalidName }
 
-// unregistrableNameError is a handler name that breaks its rule, given to
-// a call that needs a registered handler: no handler can be registered
-// under it, so besides [ErrInvalidName] it matches [ErrUnknownHandler],
-// which such a call returns for every other unregistered name.
-type unregistrableNameError struct{ nameRuleError }
-
-func (e unregistrableNameError) Is(target error) bool {
-	return target == ErrInvalidName || target == ErrUnknownHandler
+// unregistrableNameError is a handler or workflow name that breaks its
+// rule, given to a call that needs one registered: nothing can be
+// registered under it, so besides [ErrInvalidName] it matches unknown, the
+// error such a call returns for every other unregistered name
+// ([ErrUnknownHandler], [ErrNotFound]).
+type unregistrableNameError struct {
+	nameRuleError
+	unknown error
 }
 
-// handlerNameError refuses a handler name no handler can have (empty or
-// too long) given to a call that enqueues for it, before anything else
-// is looked at, with the same [*NameError] as [Handle] gives it.
-func handlerNameError(handler string) error {
-	if err := validateName(handler); err != nil {
-		return &NameError{Kind: "handler", Name: handler, Err: unregistrableNameError{nameRuleError(err.Error())}}
+func (e unregistrableNameError) Is(target error) bool {
+	return target == ErrInvalidName || target == e.unknown
+}
+
+// unregistrableName refuses a name nothing of kind can be registered
+// under (empty or too long), given to a call that needs one registered,
+// before anything else is looked at, with the same [*NameError] as the
+// registration gives it; it is nil for a name that keeps the rule.
+func unregistrableName(kind, name string, unknown error) error {
+	if err := validateName(name); err != nil {
+		return &NameError{Kind: kind, Name: name, Err: unregistrableNameError{nameRuleError(err.Error()), unknown}}
 	}
 	return nil
+}
+
+// handlerNameError refuses a handler name no handler can have, given to a
+// call that enqueues for it (unregistrableName).
+func handlerNameError(handler string) error {
+	return unregistrableName("handler", handler, ErrUnknownHandler)
 }
 
 // argRuleError is an argument that breaks its rule, such as a nil func,

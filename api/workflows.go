@@ -175,6 +175,9 @@ func (e *Engine) Dispatch(ctx context.Context, name string, state State, opts ..
 	if err := e.admit(); err != nil {
 		return "", err
 	}
+	if err := unregistrableName("workflow", name, ErrNotFound); err != nil {
+		return "", err
+	}
 	if e.workflowDef(name) == nil {
 		return "", &NameError{Kind: "workflow", Name: name, Err: ErrNotFound}
 	}
