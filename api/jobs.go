@@ -20,7 +20,9 @@ import (
 // breaks the name rule (empty, or over [NameBytesMax] bytes) is checked
 // first, with a [*NameError] matching [ErrInvalidName] and, since no
 // handler can be registered under it, [ErrUnknownHandler]. An
-// unregistered handler ([ErrUnknownHandler]), an invalid option or
+// unregistered handler ([ErrUnknownHandler]; the handler of a workflow
+// step too, with an error naming the step: the engine enqueues a step's
+// jobs), an invalid option or
 // payload, a cancelled ctx or a closed engine return a typed error and
 // append nothing; a ctx that ends during
 // the call is treated as [Engine] says: once the engine has taken the

@@ -703,7 +703,7 @@ func (e *Engine) stepJob(w *Workflow, s stepSpec) (scheduler.EnqueueRequest, err
 	// the enqueue-only options have nothing to apply to: refused rather
 	// than ignored, so that a definition never says more than it does
 	// (WF-2, WF-22).
-	if o.delay != 0 {
+	if o.delaySet {
 		return scheduler.EnqueueRequest{}, &WorkflowError{Workflow: w.name, Step: s.name, Option: "Delay",
 			Reason: "a step takes no job Delay: add a Workflow.Delay step before it"}
 	}

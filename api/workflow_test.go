@@ -361,6 +361,7 @@ func TestWF2_BuilderErrorsNameStepOrOptionAndAppendNothing(t *testing.T) {
 		// WF-2, WF-22: enqueue-only options on a step were accepted and
 		// ignored, so a step "delayed" an hour ran at once.
 		{"step job Delay", api.NewWorkflow("sd").Then("a", ok, api.Delay(time.Hour)), "sd", "a", "Delay", "add a Workflow.Delay step"},
+		{"step job Delay(0)", api.NewWorkflow("sd0").Then("a", ok, api.Delay(0)), "sd0", "a", "Delay", "add a Workflow.Delay step"},
 		{"step Unique", api.NewWorkflow("su").Then("a", ok, api.Unique()), "su", "a", "Unique", "no Unique"},
 		// RL-11: limits that keep every record of the definition within
 		// the journal's caps.
