@@ -198,6 +198,7 @@ const (
 	t4FatalExit      = "pebble-fatal-exit"    // Logger.Fatalf in a Pebble goroutine ended the process
 	t4DirSyncPanic   = "pebble-dirsync-panic" // Pebble panicked on a failed directory fsync (marker move)
 	t4RotationPanic  = "pebble-wal-rotation"  // Pebble v2.1.7 "unlock of unlocked mutex" on a WAL write error
+	t4WALSwitchPanic = "pebble-wal-switch"    // Pebble panicked on a failed close, creation or reuse of a WAL while rotating
 	t4ChildEndPrefix = "t4:end "
 )
 
@@ -308,6 +309,11 @@ func t4Death(errOut, op string) (string, bool) {
 	case strings.HasPrefix(op, "sync:") && strings.Contains(errOut, "panic: injected error") &&
 		strings.Contains(errOut, "pebble/v2/vfs/atomicfs.(*Marker).Move"):
 		return t4DirSyncPanic, true
+	case strings.Contains(errOut, "panic: injected error") && strings.Contains(errOut, "pebble/v2.(*DB).rotateWAL("):
+		// rotateWAL panics with the error of closing the old WAL or of
+		// creating (or reusing) the new one: the process dies there, as
+		// a crash, and the reopen is checked like any other.
+		return t4WALSwitchPanic, true
 	}
 	return "", false
 }
