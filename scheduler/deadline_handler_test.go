@@ -47,12 +47,7 @@ func handlerAt(t *testing.T, roots ...deadlines.Root) (*Runner, chan context.Con
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.SetDispatch(ctx, true); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.EnableDeadlineChecks(ctx); err != nil {
-		t.Fatal(err)
-	}
+	dispatchWithChecks(t, r)
 	for _, root := range roots {
 		if err := r.InstallRoot(ctx, root); err != nil {
 			t.Fatal(err)

@@ -51,12 +51,7 @@ func TestRL9_AttemptDeadlinesComeBeforeTheDeadlineCheckAfterAJump(t *testing.T) 
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.SetDispatch(ctx, true); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.EnableDeadlineChecks(ctx); err != nil {
-		t.Fatal(err)
-	}
+	dispatchWithChecks(t, r)
 	<-started
 
 	clk.Set(ts(2 * time.Second)) // past the attempt's H and the workflow's deadline

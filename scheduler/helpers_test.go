@@ -1,10 +1,12 @@
 package scheduler
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
 	"strconv"
+	"testing"
 	"time"
 
 	"github.com/quire-dev/quire/deadlines"
@@ -303,4 +305,17 @@ func checkUnits(recs []record.Record, index []IndexEntry, units []Unit) error {
 		return fmt.Errorf("units cover %d records and %d index entries of %d and %d", nr, ni, len(recs), len(index))
 	}
 	return nil
+}
+
+// dispatchWithChecks turns on starting attempts and the periodic workflow
+// deadline check (WD-6), whose first check runs at once.
+func dispatchWithChecks(t *testing.T, r *Runner) {
+	t.Helper()
+	ctx := context.Background()
+	if err := r.SetDispatch(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.EnableDeadlineChecks(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
