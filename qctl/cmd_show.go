@@ -399,7 +399,7 @@ func (v *showView) job() error {
 		"job", row.ID,
 		"handler", row.Handler,
 		"queue", queue,
-		"priority", fmt.Sprint(row.Priority),
+		"priority", priorityText(row.Priority),
 	}
 	if row.WorkflowID != "" {
 		wf := fmt.Sprintf("%s step %d", row.WorkflowID, row.Step+1)

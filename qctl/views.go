@@ -121,7 +121,7 @@ func (r jobRow) cells(now time.Time) []string {
 		errText = r.Corrupt.text()
 	}
 	return []string{
-		r.ID, r.Status, r.Queue, r.Handler, fmt.Sprint(r.Priority),
+		r.ID, r.Status, r.Queue, r.Handler, priorityText(r.Priority),
 		fmt.Sprintf("%d/%d", r.Consumed, r.MaxAttempts), avail, wf, truncate(errText, 48),
 	}
 }
@@ -345,3 +345,15 @@ func stepText(step, steps int32, sep string) string {
 	}
 	return fmt.Sprintf("%d%s%d", step+1, sep, steps)
 }
+
+// priorityText names a job priority as the api package does (JB-2): low,
+// normal, high or urgent; a value past those, which no engine writes, as
+// its number.
+func priorityText(p uint8) string {
+	if int(p) < len(priorityNames) {
+		return priorityNames[p]
+	}
+	return fmt.Sprint(p)
+}
+
+var priorityNames = [...]string{"low", "normal", "high", "urgent"}
