@@ -365,6 +365,13 @@ func (e *Engine) controlJob(ctx context.Context, id, only string, fn func(m *sch
 	case !ok:
 		return &NameError{Kind: "job", Name: id, Err: ErrNotFound}
 	}
+	if s.Status == replay.JobBuried && s.WorkflowID != "" {
+		// A buried step job leaves the engine only with its workflow's
+		// end (cancelled, or completed after a retry replaced it): no
+		// call can requeue it, and "only a buried job" would not say why.
+		return fmt.Errorf("%w: job %s is a buried step of workflow %s, which has ended: the job left the engine with it and can no longer be retried or buried",
+			ErrState, id, s.WorkflowID)
+	}
 	return fmt.Errorf("%w: job %s is %s, %s", ErrState, id, s.Status, only)
 }
 

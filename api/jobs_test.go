@@ -579,3 +579,38 @@ func TestRL9_InstantsPastTheirRangeSaturateAndNeverFireEarly(t *testing.T) {
 	}
 	b.checkReplay()
 }
+
+// JB-7, WF-17: a step job buried by its workflow's cancel leaves the
+// engine with the workflow; Retry of it is refused with ErrState saying
+// so, not that only a buried job can be retried, and appends nothing.
+func TestJB7_RetryOfAStepJobBuriedByCancelSaysWhy(t *testing.T) {
+	b := setup(t, nil)
+	wfRegister(t, b.eng, api.NewWorkflow("held").Then("a", wfReturn(nil), api.OnQueue("held")))
+	if err := b.eng.PauseQueue(b.ctx, "held"); err != nil {
+		t.Fatal(err)
+	}
+	b.start()
+	id := wfDispatch(b, "held", api.State{})
+	b.idle()
+	if err := b.eng.CancelWorkflow(b.ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	b.idle()
+	var job string
+	for _, r := range b.records() {
+		if e, ok := r.Body.(*record.JobEnqueued); ok && e.WorkflowID == id {
+			job = e.JobID
+		}
+	}
+	if j := b.status(job); j.Status != api.JobBuried {
+		t.Fatalf("step job %s is %s, want buried by the cancel", job, j.Status)
+	}
+	before := b.lastSeq()
+	err := b.eng.Retry(b.ctx, job)
+	if !errors.Is(err, api.ErrState) || !strings.Contains(err.Error(), "buried step of workflow "+id+", which has ended") {
+		t.Fatalf("Retry of %s: %v, want ErrState naming its ended workflow", job, err)
+	}
+	if after := b.lastSeq(); after != before {
+		t.Fatalf("a refused Retry appended: seq %d -> %d", before, after)
+	}
+}
