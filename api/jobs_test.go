@@ -614,3 +614,111 @@ func TestJB7_RetryOfAStepJobBuriedByCancelSaysWhy(t *testing.T) {
 		t.Fatalf("a refused Retry appended: seq %d -> %d", before, after)
 	}
 }
+
+// stalePair registers workflow "stale": step "a" on queue "q" fails
+// permanently until f heals, then step "b" on queue "held". rec records
+// the runs of "a".
+func stalePair(b *testBundle, rec *recorder, f *flaky) {
+	b.t.Helper()
+	wfRegister(b.t, b.eng, api.NewWorkflow("stale").
+		Then("a", func(ctx context.Context, d *api.Delivery, st api.State) (api.State, error) {
+			rec.add("a")
+			if f.fails() {
+				return nil, api.Permanent("NO", errors.New("a broke"))
+			}
+			return api.State{"a": true}, nil
+		}, api.OnQueue("q")).
+		Then("b", wfReturn(api.State{"b": true}), api.OnQueue("held")))
+}
+
+// staleRetryRefused checks that neither RetryBuried of queue nor Retry of
+// the replaced step job old requeues it, and that both append nothing
+// (JB-7).
+func staleRetryRefused(b *testBundle, queue, old string) {
+	b.t.Helper()
+	wfNoAppend(b, "RetryBuried", func() {
+		if n, err := b.eng.RetryBuried(b.ctx, queue); err != nil || n != 0 {
+			b.t.Fatalf("RetryBuried(%s) = %d, %v; want 0: the buried job was replaced by a retry of its workflow", queue, n, err)
+		}
+	})
+	wfNoAppend(b, "Retry", func() {
+		err := b.eng.Retry(b.ctx, old)
+		if !errors.Is(err, api.ErrState) || !strings.Contains(err.Error(), "replaced") || !strings.Contains(err.Error(), "retry the workflow") {
+			b.t.Fatalf("Retry(%s): %v, want ErrState saying a retry of its workflow replaced it", old, err)
+		}
+	})
+	b.wantStatus(old, api.JobBuried)
+}
+
+// JB-7, WF-18, WF-20: a buried step job that a retry of its workflow
+// replaced is not requeued once the workflow has moved past its step:
+// RetryBuried skips it and Retry refuses it, though the workflow is
+// running. Both used to requeue it, and the step ran again.
+func TestJB7_StepJobReplacedByWorkflowRetryIsNotRequeuedPastItsStep(t *testing.T) {
+	b := setup(t, nil)
+	var rec recorder
+	f := newFlaky()
+	stalePair(b, &rec, f)
+	if err := b.eng.PauseQueue(b.ctx, "held"); err != nil {
+		t.Fatal(err)
+	}
+	b.start()
+	id := wfDispatch(b, "stale", api.State{})
+	b.idle()
+	wfWant(b, id, api.WorkflowFailed)
+	old := wfSteps(b.records(), id)[0].JobID
+	wfHealAndRetry(b, f, id)
+	if info := wfWant(b, id, api.WorkflowRunning); info.Step != 1 {
+		t.Fatalf("workflow at step %d, want 1 (step b held)", info.Step)
+	}
+	staleRetryRefused(b, "q", old)
+	b.idle()
+	if got := strings.Join(rec.get(), ","); got != "a,a" {
+		t.Fatalf("step a ran %s, want twice: the failure and the retry", got)
+	}
+	b.checkReplay()
+}
+
+// JB-7, WF-18, WF-20: a buried step job that a retry of its workflow
+// replaced is not requeued while the retry's job of the same step is
+// still pending. Requeued, it used to run beside that job and complete
+// the step with its own output.
+func TestJB7_StepJobReplacedByWorkflowRetryIsNotRequeuedBesideItsReplacement(t *testing.T) {
+	b := setup(t, nil)
+	var rec recorder
+	f := newFlaky()
+	stalePair(b, &rec, f)
+	if err := b.eng.PauseQueue(b.ctx, "held"); err != nil {
+		t.Fatal(err)
+	}
+	b.start()
+	id := wfDispatch(b, "stale", api.State{})
+	b.idle()
+	wfWant(b, id, api.WorkflowFailed)
+	old := wfSteps(b.records(), id)[0].JobID
+	if err := b.eng.PauseQueue(b.ctx, "q"); err != nil {
+		t.Fatal(err)
+	}
+	wfHealAndRetry(b, f, id)
+	steps := wfSteps(b.records(), id)
+	if len(steps) != 2 || steps[1].Step != 0 {
+		t.Fatalf("step jobs %d, want the retry's job of step 0 pending", len(steps))
+	}
+	b.wantStatus(steps[1].JobID, api.JobPending)
+	staleRetryRefused(b, "q", old)
+	if err := b.eng.ResumeQueue(b.ctx, "q"); err != nil {
+		t.Fatal(err)
+	}
+	b.idle()
+	if got := strings.Join(rec.get(), ","); got != "a,a" {
+		t.Fatalf("step a ran %s, want twice: the failure and the retry", got)
+	}
+	if n := wfCount(b.records(), id, record.KindAttemptSucceeded); n != 1 {
+		t.Fatalf("%d successes of step a, want the retry's only", n)
+	}
+	info := wfWant(b, id, api.WorkflowRunning)
+	if info.Step != 1 || wfState(info.State) != "map[a:true]" {
+		t.Fatalf("workflow at step %d with %s, want step 1 with a's output", info.Step, wfState(info.State))
+	}
+	b.checkReplay()
+}

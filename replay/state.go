@@ -251,6 +251,35 @@ func (s *State) WorkflowJobs(id string) []*Job {
 	return js
 }
 
+// CurrentStepJob reports whether the step job j is the current job of its
+// branch at its workflow's current step: the workflow is in the state and
+// at j's step, the branch has no output yet, and no later job of the
+// branch was enqueued. A retry of the workflow (WF-18) re-enters the step
+// with a new job for every branch without an output; the jobs it replaced
+// stay buried and are current no more. Only the current job of a branch
+// moves its workflow (WF-20), and only it may be requeued (JB-7). It costs
+// O(jobs of the workflow) and does not depend on map order.
+func (s *State) CurrentStepJob(j *Job) bool {
+	if j.WorkflowID == "" {
+		return false
+	}
+	w := s.Workflows[j.WorkflowID]
+	if w == nil || w.Step != j.Step {
+		return false
+	}
+	for _, o := range w.Branches {
+		if o.Branch == j.Branch {
+			return false
+		}
+	}
+	for _, o := range s.byWorkflow[j.WorkflowID] {
+		if o != j && o.Step == j.Step && o.Branch == j.Branch && o.EnqueueSeq > j.EnqueueSeq {
+			return false
+		}
+	}
+	return true
+}
+
 // LastRun returns the newest run, or nil.
 func (s *State) LastRun() *Run {
 	if len(s.Runs) == 0 {

@@ -259,7 +259,11 @@ func (m *Machine) Bury(now time.Time, id, code, msg string) (Decision, error) {
 	return d, nil
 }
 
-// Requeue decides a job_requeued for a buried job (JB-7).
+// Requeue decides a job_requeued for a buried job (JB-7). A step job is
+// refused unless it is the current job of its branch at its workflow's
+// step and the workflow is running: a job a retry of the workflow
+// replaced (WF-18) would run that step again, or complete it with its own
+// output beside the new job's, whatever the workflow's status.
 func (m *Machine) Requeue(now time.Time, id string) (Decision, error) {
 	var d Decision
 	j, ok := m.st.Jobs[id]
@@ -269,6 +273,9 @@ func (m *Machine) Requeue(now time.Time, id string) (Decision, error) {
 	if j.Status != replay.JobBuried {
 		return d, fmt.Errorf("%w: job %s is %s, only a buried job can be retried", ErrState, id, j.Status)
 	}
+	if j.WorkflowID != "" && !m.st.CurrentStepJob(j) {
+		return d, fmt.Errorf("%w: job %s is a step of workflow %s that a retry of the workflow replaced: it can never run again, retry the workflow instead", ErrState, id, j.WorkflowID)
+	}
 	if j.WorkflowID != "" && !m.stepRunning(j) {
 		return d, fmt.Errorf("%w: job %s is a step of workflow %s, which is not running: retry the workflow", ErrState, id, j.WorkflowID)
 	}
@@ -277,13 +284,15 @@ func (m *Machine) Requeue(now time.Time, id string) (Decision, error) {
 }
 
 // RequeueBuried decides a job_requeued for every buried job of queue, in
-// enqueue order, and returns how many it requeued (JB-7).
+// enqueue order, and returns how many it requeued (JB-7). It skips the
+// step jobs it cannot requeue: those of a workflow that is not running,
+// and those a retry of their workflow replaced.
 func (m *Machine) RequeueBuried(now time.Time, queue string) (Decision, int) {
 	var d Decision
 	var ids []*replay.Job
 	for _, id := range m.st.JobIDs() {
 		j := m.st.Jobs[id]
-		if j.Status == replay.JobBuried && j.Queue == queue && (j.WorkflowID == "" || m.stepRunning(j)) {
+		if j.Status == replay.JobBuried && j.Queue == queue && (j.WorkflowID == "" || m.stepRunning(j) && m.st.CurrentStepJob(j)) {
 			ids = append(ids, j)
 		}
 	}

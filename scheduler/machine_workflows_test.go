@@ -457,3 +457,68 @@ func TestDL44_RecoverBuriesLostStepJobOfAFailedWorkflow(t *testing.T) {
 	}
 	b.replayed()
 }
+
+// JB-7, WF-18: a buried step job that a retry of its workflow replaced is
+// not requeued, whether the workflow is still at its step (the retry's job
+// pending) or has moved past it: Requeue refuses it with ErrState,
+// RequeueBuried skips it.
+func TestJB7_ReplacedStepJobIsNotRequeued(t *testing.T) {
+	t.Parallel()
+	def := &WorkflowDef{Name: "flow", Hash: "hflow", Steps: []StepDef{defThen("a"), defThen("b")}}
+	b := defsBundle(t, nil, []*WorkflowDef{def})
+	id := b.startFlow(t0, "flow")
+	old := b.dispatch(t0)[0]
+	b.settle(t0, Result{Token: old.Token, Failure: fail(Permanent)})
+	b.must(b.m.RetryWorkflow(ts(time.Minute), id))
+	check := func(when string) {
+		t.Helper()
+		d, err := b.m.Requeue(ts(time.Minute), old.Job.ID)
+		refused(t, d, err, ErrState)
+		if d, n := b.m.RequeueBuried(ts(time.Minute), "default"); n != 0 || !d.Empty() {
+			t.Fatalf("%s: RequeueBuried = %d with %v", when, n, kinds(d))
+		}
+	}
+	check("retry's job pending")
+	fresh := b.dispatch(ts(time.Minute))
+	if len(fresh) != 1 || fresh[0].Job.ID == old.Job.ID {
+		t.Fatalf("started %v", ids(fresh))
+	}
+	b.settle(ts(time.Minute), Result{Token: fresh[0].Token})
+	if w := b.m.State().Workflows[id]; w.Step != 1 || w.Status != replay.WorkflowRunning {
+		t.Fatalf("workflow at step %d %s, want step 1 running", w.Step, w.Status)
+	}
+	check("workflow past the step")
+	b.replayed()
+}
+
+// JB-7, WF-4, WF-18: at a Parallel step, a buried branch job stays
+// replaced once the retry's job of its branch has succeeded and left the
+// state while a sibling is still running: the branch's output is what
+// says so then.
+func TestJB7_ReplacedBranchJobIsNotRequeuedAfterItsReplacementSucceeded(t *testing.T) {
+	t.Parallel()
+	b := defsBundle(t, nil, []*WorkflowDef{parallel(0)})
+	id := b.startFlow(t0, "par")
+	first := b.dispatch(t0)
+	if len(first) != 2 {
+		t.Fatalf("started %v", ids(first))
+	}
+	for _, st := range first {
+		b.settle(t0, Result{Token: st.Token, Failure: fail(Permanent)})
+	}
+	b.must(b.m.RetryWorkflow(ts(time.Minute), id))
+	retried := b.dispatch(ts(time.Minute))
+	if len(retried) != 2 {
+		t.Fatalf("started %v", ids(retried))
+	}
+	b.settle(ts(time.Minute), Result{Token: retried[1].Token, Output: []byte{0x81, 0xa1, 'y', 0x02}})
+	if _, ok := b.m.State().Jobs[retried[1].Job.ID]; ok {
+		t.Fatalf("succeeded job %s stays in the state", retried[1].Job.ID)
+	}
+	d, err := b.m.Requeue(ts(time.Minute), first[1].Job.ID)
+	refused(t, d, err, ErrState)
+	if d, n := b.m.RequeueBuried(ts(time.Minute), "default"); n != 0 || !d.Empty() {
+		t.Fatalf("RequeueBuried = %d with %v", n, kinds(d))
+	}
+	b.replayed()
+}
