@@ -152,6 +152,9 @@ func apply(s *State, r record.Record) error {
 		if err != nil {
 			return err
 		}
+		// Asked before j leaves the state: it compares j with the other
+		// jobs of its branch.
+		current := s.CurrentStepJob(j)
 		closeAttempt(s, j, &b.Outcome)
 		releaseUnique(s, j)
 		s.dropJob(j)
@@ -161,8 +164,10 @@ func apply(s *State, r record.Record) error {
 		// the workflow is failed at that step: a retry then starts no new
 		// job for the branch (WF-18), and its output is merged when the
 		// step completes. For a cancelled or completed workflow, a late
-		// result is discarded (WF-20).
-		if w, ok := s.Workflows[j.WorkflowID]; ok && w.Step == j.Step &&
+		// result is discarded (WF-20), and so is the result of a job a
+		// retry of the workflow replaced (requeued by a version that
+		// allowed it, JB-7): only the branch's current job counts.
+		if w, ok := s.Workflows[j.WorkflowID]; ok && current &&
 			(w.Status == WorkflowRunning || w.Status == WorkflowPaused || w.Status == WorkflowFailed) {
 			w.Branches = append(w.Branches, BranchOutput{Branch: j.Branch, Output: b.Output})
 		}

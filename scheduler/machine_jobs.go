@@ -222,15 +222,18 @@ func workflowError(w *replay.Workflow) string {
 	return "workflow is " + w.Status.String()
 }
 
-// stepOf returns the workflow of a step job j, and whether j belongs to
-// the step the workflow is at while it is running or paused: only then
-// does what happens to j move the workflow (WF-20).
+// stepOf returns the workflow of a step job j, and whether j is the
+// current job of its branch at the step the workflow is at while it is
+// running or paused: only then does what happens to j move the workflow
+// (WF-20). A job a retry of the workflow replaced (WF-18) is treated as a
+// job of a step the workflow left, so that one requeued before JB-7
+// refused it cannot complete or fail the step it was replaced in.
 func (m *Machine) stepOf(j *replay.Job) (*replay.Workflow, bool) {
 	if j.WorkflowID == "" {
 		return nil, false
 	}
 	w := m.st.Workflows[j.WorkflowID]
-	return w, w != nil && w.Step == j.Step && (w.Status == replay.WorkflowRunning || w.Status == replay.WorkflowPaused)
+	return w, w != nil && (w.Status == replay.WorkflowRunning || w.Status == replay.WorkflowPaused) && m.st.CurrentStepJob(j)
 }
 
 // buryJob decides a job_buried for the pending job j outside a settlement

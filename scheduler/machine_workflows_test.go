@@ -458,6 +458,48 @@ func TestDL44_RecoverBuriesLostStepJobOfAFailedWorkflow(t *testing.T) {
 	b.replayed()
 }
 
+// JB-7, WF-18, WF-20: a step job that a retry of its workflow replaced
+// never moves the workflow, even when a journal written before JB-7
+// refused it holds its requeue: its success is recorded with its output
+// discarded, the step waits for the job the retry enqueued, and only that
+// job's output is merged. Replay agrees.
+func TestJB7_WF20_ReplacedStepJobRequeuedByAnOlderVersionMovesNothing(t *testing.T) {
+	t.Parallel()
+	def := &WorkflowDef{Name: "flow", Hash: "hflow", Steps: []StepDef{defThen("a"), defThen("b")}}
+	b := defsBundle(t, nil, []*WorkflowDef{def})
+	id := b.startFlow(t0, "flow")
+	old := b.dispatch(t0)[0]
+	b.settle(t0, Result{Token: old.Token, Failure: fail(Permanent)})
+	d := b.must(b.m.RetryWorkflow(ts(time.Minute), id))
+	wantKinds(t, d, record.KindWorkflowRetried, record.KindJobEnqueued)
+	fresh := d.Records[1].Body.(*record.JobEnqueued).JobID
+
+	// The requeue an older version decided, which Requeue now refuses.
+	var rq Decision
+	b.m.emit(&rq, old.Job.Stream, &record.JobRequeued{JobID: old.Job.ID, AvailableAt: ts(time.Minute).UnixNano()})
+	b.take(rq)
+	tokens := map[string]uint64{}
+	for _, st := range b.dispatch(ts(time.Minute)) {
+		tokens[st.Job.ID] = st.Token
+	}
+	if len(tokens) != 2 || tokens[old.Job.ID] == 0 || tokens[fresh] == 0 {
+		t.Fatalf("started %v, want the replaced job %s and the retry's %s", tokens, old.Job.ID, fresh)
+	}
+
+	d = b.settle(ts(time.Minute), Result{Token: tokens[old.Job.ID], Output: []byte{0x81, 0xa1, 'x', 0x01}})
+	wantKinds(t, d, record.KindAttemptSucceeded)
+	if w := b.m.State().Workflows[id]; w.Step != 0 || w.Status != replay.WorkflowRunning || len(w.Branches) != 0 {
+		t.Fatalf("after the replaced job's success: step %d %s branches %v, want step 0 running with no output", w.Step, w.Status, w.Branches)
+	}
+
+	d = b.settle(ts(time.Minute), Result{Token: tokens[fresh], Output: []byte{0x81, 0xa1, 'y', 0x02}})
+	wantKinds(t, d, record.KindAttemptSucceeded, record.KindStepCompleted, record.KindJobEnqueued)
+	if sc := d.Records[1].Body.(*record.StepCompleted); sc.Step != 0 || string(sc.Output) != "\x81\xa1y\x02" {
+		t.Fatalf("step_completed %+v, want step 0 with the retry's output only", sc)
+	}
+	b.replayed()
+}
+
 // JB-7, WF-18: a buried step job that a retry of its workflow replaced is
 // not requeued, whether the workflow is still at its step (the retry's job
 // pending) or has moved past it: Requeue refuses it with ErrState,
