@@ -73,6 +73,9 @@ type oracle struct {
 	root       deadlines.Root    // the current run's shutdown root, if any
 	liveJobs   map[string]uint64 // unfinished job -> seq that made it known
 	doneJobs   map[string]uint64 // finished job -> seq that finished it
+	jobWf      map[string]string // step job -> its workflow
+	buried     map[string]bool   // job -> buried and not requeued since
+	retriedAt  map[string]uint64 // workflow -> seq of its last workflow_retried
 	liveWfs    map[string]uint64
 	doneWfs    map[string]uint64
 	violations []string
@@ -131,6 +134,7 @@ func (o *oracle) reset() {
 	o.budget = map[uint64]deadlines.Budget{}
 	o.root, o.phase = deadlines.Root{}, 0
 	o.liveJobs, o.doneJobs = map[string]uint64{}, map[string]uint64{}
+	o.jobWf, o.buried, o.retriedAt = map[string]string{}, map[string]bool{}, map[string]uint64{}
 	o.liveWfs, o.doneWfs = map[string]uint64{}, map[string]uint64{}
 }
 
@@ -199,11 +203,15 @@ func (o *oracle) observe(ctx context.Context, e *api.Engine, now time.Time) ([32
 
 // checkSteps checks WF-20 on the replayed state: a buried job of the step
 // a workflow is at means the workflow failed in the same append, so no
-// running or paused workflow has one.
+// running or paused workflow has one. Only the step's current entry
+// counts: a retry (WF-18) re-enters the step with new jobs, and the
+// buried jobs of the entry before it stay buried, in the state, until the
+// workflow leaves it (ArchiveBuried). A job enqueued before the
+// workflow's last workflow_retried belongs to such an earlier entry.
 func (o *oracle) checkSteps() {
 	for _, id := range o.st.JobIDs() {
 		j := o.st.Jobs[id]
-		if j.WorkflowID == "" || j.Status != replay.JobBuried {
+		if j.WorkflowID == "" || j.Status != replay.JobBuried || j.EnqueueSeq < o.retriedAt[j.WorkflowID] {
 			continue
 		}
 		if w := o.st.Workflows[j.WorkflowID]; w != nil && w.Step == j.Step &&
@@ -220,9 +228,12 @@ func (o *oracle) checkSteps() {
 var testHookLive func(jobs, workflows []string) ([]string, []string)
 
 // checkMemory checks that the engine holds in memory exactly the work the
-// journal shows unfinished: every job until its attempt_succeeded, every
-// workflow until workflow_completed or workflow_cancelled. Finished work
-// lives only in the journal's terminal index (replay.State).
+// journal shows unfinished: every job until its attempt_succeeded or a
+// final burial (job_buried or attempt_buried with Final, or, for a buried
+// step job, its workflow's workflow_completed or workflow_cancelled with
+// ArchiveBuried), every workflow until workflow_completed or
+// workflow_cancelled. Finished work lives only in the journal's terminal
+// index (RL-11).
 func (o *oracle) checkMemory(ctx context.Context, e *api.Engine) bool {
 	jobs, wfs, err := api.SimLive(ctx, e)
 	if err != nil {
@@ -232,6 +243,12 @@ func (o *oracle) checkMemory(ctx context.Context, e *api.Engine) bool {
 	if h := testHookLive; h != nil {
 		jobs, wfs = h(jobs, wfs)
 	}
+	return o.checkHeld(jobs, wfs)
+}
+
+// checkHeld checks the ids of the jobs and workflows the engine holds in
+// memory against the unfinished work of the model.
+func (o *oracle) checkHeld(jobs, wfs []string) bool {
 	diff := func(kind string, got []string, live, done map[string]uint64) bool {
 		in := make(map[string]bool, len(got))
 		for _, id := range got {
@@ -464,6 +481,9 @@ func (o *oracle) checkRecord(r record.Record) {
 		if _, ok := o.liveJobs[b.JobID]; !ok {
 			o.liveJobs[b.JobID] = r.Seq
 		}
+		if b.WorkflowID != "" {
+			o.jobWf[b.JobID] = b.WorkflowID
+		}
 	case *record.AttemptStarted:
 		if o.phase >= int8(shutdown.PhaseCloseAdmission) {
 			o.violate("SD-12: attempt %d of job %s starts at seq %d, after shutdown phase %d started", b.Attempt, b.JobID, r.Seq, o.phase)
@@ -480,12 +500,14 @@ func (o *oracle) checkRecord(r record.Record) {
 		o.started[fmt.Sprintf("%s#%d", b.JobID, b.Attempt)] = true
 	case *record.AttemptSucceeded:
 		o.settle(r, b.Outcome)
-		if _, ok := o.liveJobs[b.JobID]; ok {
-			delete(o.liveJobs, b.JobID)
-			o.doneJobs[b.JobID] = r.Seq
-		}
+		o.finishJob(b.JobID, r.Seq)
 	case *record.AttemptBuried:
 		o.settle(r, b.Outcome)
+		o.bury(b.JobID, b.Final, r.Seq)
+	case *record.JobBuried:
+		o.bury(b.JobID, b.Final, r.Seq)
+	case *record.JobRequeued:
+		delete(o.buried, b.JobID)
 	case *record.AttemptRetryScheduled:
 		o.settle(r, b.Outcome)
 		if b.DelayNanos < 0 {
@@ -501,12 +523,19 @@ func (o *oracle) checkRecord(r record.Record) {
 	case *record.WorkflowCompleted:
 		delete(o.liveWfs, b.WorkflowID)
 		o.doneWfs[b.WorkflowID] = r.Seq
+		if b.ArchiveBuried {
+			o.archiveBuried(b.WorkflowID, r.Seq)
+		}
 	case *record.WorkflowCancelled:
 		o.checkControl(r)
 		delete(o.liveWfs, b.WorkflowID)
 		o.doneWfs[b.WorkflowID] = r.Seq
+		if b.ArchiveBuried {
+			o.archiveBuried(b.WorkflowID, r.Seq)
+		}
 	case *record.WorkflowRetried:
 		o.expired[b.WorkflowID] = 0
+		o.retriedAt[b.WorkflowID] = r.Seq
 	case *record.StepDelayed:
 		o.delayed[b.WorkflowID] = [2]int64{int64(b.Step), b.FireAt}
 	case *record.StepCompleted:
@@ -526,6 +555,42 @@ func (o *oracle) checkRecord(r record.Record) {
 		o.expired[b.WorkflowID]++
 		if o.expired[b.WorkflowID] > 1 {
 			o.violate("workflow %s's deadline fired twice", b.WorkflowID)
+		}
+	}
+}
+
+// finishJob notes that seq finished job: it leaves the engine's memory,
+// its summary going to the terminal index (RL-11).
+func (o *oracle) finishJob(job string, seq uint64) {
+	if _, ok := o.liveJobs[job]; ok {
+		delete(o.liveJobs, job)
+		delete(o.buried, job)
+		delete(o.jobWf, job)
+		o.doneJobs[job] = seq
+	}
+}
+
+// bury notes the burial of job at seq. A final one (a step job whose
+// workflow has left, or leaves in the same append, WF-17, WF-20) finishes
+// it; any other keeps it in memory, where a requeue (JB-7) or its
+// workflow's leaving with ArchiveBuried may find it.
+func (o *oracle) bury(job string, final bool, seq uint64) {
+	if final {
+		o.finishJob(job, seq)
+		return
+	}
+	if _, ok := o.liveJobs[job]; ok {
+		o.buried[job] = true
+	}
+}
+
+// archiveBuried finishes, at seq, the buried step jobs of workflow wf,
+// which leaves the engine with them (WF-18: the jobs of a step that
+// failed before a retry; RL-11).
+func (o *oracle) archiveBuried(wf string, seq uint64) {
+	for job := range o.buried {
+		if o.jobWf[job] == wf {
+			o.finishJob(job, seq)
 		}
 	}
 }

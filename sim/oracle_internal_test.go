@@ -48,6 +48,46 @@ func retried(tok uint64, delay int64, mod func(o *record.Outcome)) *record.Attem
 	return b
 }
 
+// Step job bodies of workflow "w" (one step): job "s" of its first entry,
+// "s2" of the entry a retry makes.
+func wfStarted() *record.WorkflowStarted {
+	return &record.WorkflowStarted{WorkflowID: "w", Name: "n", Steps: 1}
+}
+
+func stepEnq(id string) *record.JobEnqueued {
+	return &record.JobEnqueued{JobID: id, Handler: "h", Queue: "default", WorkflowID: "w", Retry: record.RetryPolicy{MaxAttempts: 1}}
+}
+
+func stepStart(id string, s int64) *record.AttemptStarted {
+	return &record.AttemptStarted{JobID: id, Attempt: 1, StartAt: s, NormalAt: s + 9, HardAt: s + 10}
+}
+
+// failedStep is a workflow whose step job s was buried (seq 4), failing
+// it (seq 5), then retried (seq 6) with a new job s2 that completes the
+// workflow (seq 7..10): what precedes workflow_completed.
+func failedStep() []at {
+	return []at{
+		{0, wfStarted()}, {0, stepEnq("s")}, {1, stepStart("s", 1)},
+		{2, &record.AttemptBuried{Outcome: record.Outcome{JobID: "s", Token: 3, Class: "permanent"}}},
+		{2, &record.WorkflowFailed{WorkflowID: "w", Error: "broken", At: 2}},
+	}
+}
+
+func retriedStep() []at {
+	return append(failedStep(), at{3, &record.WorkflowRetried{WorkflowID: "w"}}, at{3, stepEnq("s2")}, at{4, stepStart("s2", 4)},
+		at{5, &record.AttemptSucceeded{Outcome: record.Outcome{JobID: "s2", Token: 8}}},
+		at{5, &record.StepCompleted{WorkflowID: "w", Step: 0, Next: 1}})
+}
+
+// cancelledPending is a workflow cancelled while its step job s waits
+// for a retry (WF-17): the cancel buries s, Final as given.
+func cancelledPending(final bool) []record.Record {
+	return journalOf("w", at{0, wfStarted()}, at{0, stepEnq("s")}, at{1, stepStart("s", 1)},
+		at{2, &record.AttemptRetryScheduled{Outcome: record.Outcome{JobID: "s", Token: 3, Class: "retryable"}, AvailableAt: 100}},
+		at{3, &record.WorkflowCancelled{WorkflowID: "w"}},
+		at{3, &record.JobBuried{JobID: "s", Code: "WORKFLOW_CANCELLED", Error: "Workflow cancelled", Final: final}})
+}
+
 // TestOracleChecksFire: each check of the oracle fires on the journal it
 // exists to refuse, naming the rule, and stays quiet at its edge: a check
 // that can never fire would pass every engine.
@@ -127,6 +167,59 @@ func TestOracleChecksFire(t *testing.T) {
 			for _, r := range c.recs {
 				o.ingest(r)
 			}
+			got := strings.Join(o.violations, "\n")
+			if c.want != "" && !strings.Contains(got, c.want) {
+				t.Errorf("violations:\n%s\nwant one saying %q", got, c.want)
+			}
+			if c.not != "" && strings.Contains(got, c.not) {
+				t.Errorf("violations:\n%s\nwant none saying %q", got, c.not)
+			}
+		})
+	}
+	// The memory check: the engine holding the jobs of held, and the
+	// workflows the model has unfinished, against what the journal shows
+	// unfinished.
+	memory := []struct {
+		name string
+		recs []record.Record
+		want string // "": no violation
+		not  string // a violation that must not appear
+		held []string
+	}{
+		// RL-11: a job leaves memory on attempt_succeeded, on a final
+		// burial, and with its workflow's ArchiveBuried if it is buried.
+		{"memory keeps a job the cancel buried as final", cancelledPending(true), "memory holds job s, which the journal finished at seq 6", "", []string{"s"}},
+		{"memory drops a job the cancel buried as final", cancelledPending(true), "", "memory", nil},
+		{"memory drops a job buried without final", cancelledPending(false), "memory lacks unfinished job s (known since seq 2)", "", nil},
+		{"memory keeps a job buried late as final", journalOf("w", at{0, wfStarted()}, at{0, stepEnq("s")}, at{1, stepStart("s", 1)},
+			at{2, &record.WorkflowCancelled{WorkflowID: "w"}},
+			at{3, &record.AttemptBuried{Outcome: record.Outcome{JobID: "s", Token: 3, Class: "retryable"}, Final: true}}),
+			"memory holds job s, which the journal finished at seq 5", "", []string{"s"}},
+		{"memory drops a step job its failure buried", journalOf("w", failedStep()...), "memory lacks unfinished job s (known since seq 2)", "", nil},
+		{"memory keeps a buried job its completed workflow archived", journalOf("w", append(retriedStep(),
+			at{5, &record.WorkflowCompleted{WorkflowID: "w", ArchiveBuried: true}})...),
+			"memory holds job s, which the journal finished at seq 11", "", []string{"s"}},
+		{"memory drops a buried job its completed workflow kept", journalOf("w", append(retriedStep(),
+			at{5, &record.WorkflowCompleted{WorkflowID: "w"}})...),
+			"memory lacks unfinished job s (known since seq 2)", "", nil},
+		{"memory keeps a buried job its cancelled workflow archived", journalOf("w", append(failedStep(),
+			at{3, &record.WorkflowCancelled{WorkflowID: "w", ArchiveBuried: true}})...),
+			"memory holds job s, which the journal finished at seq 6", "", []string{"s"}},
+		{"memory drops a requeued job its cancelled workflow archived", journalOf("w", append(failedStep(),
+			at{3, &record.JobRequeued{JobID: "s", AvailableAt: 3}},
+			at{3, &record.WorkflowCancelled{WorkflowID: "w", ArchiveBuried: true}})...),
+			"memory lacks unfinished job s (known since seq 2)", "", nil},
+	}
+	for _, c := range memory {
+		t.Run(c.name, func(t *testing.T) {
+			o := newOracle()
+			for _, r := range c.recs {
+				o.ingest(r)
+			}
+			if len(o.violations) != 0 {
+				t.Fatalf("ingest: %v", o.violations)
+			}
+			o.checkHeld(c.held, sortedSeqKeys(o.liveWfs))
 			got := strings.Join(o.violations, "\n")
 			if c.want != "" && !strings.Contains(got, c.want) {
 				t.Errorf("violations:\n%s\nwant one saying %q", got, c.want)
@@ -265,6 +358,17 @@ func TestOracleWF20_BuriedStepJob(t *testing.T) {
 			buried[2], buried[3]}, nil, ""},
 		{"paused", nil, []at{{3, &record.WorkflowPaused{WorkflowID: "w"}}}, "WF-20: step job s of workflow w is buried, and the workflow is paused at that step"},
 		{"failed", nil, []at{{2, &record.WorkflowFailed{WorkflowID: "w", Error: "step s buried", At: 2}}}, ""},
+		// WF-18: the retry re-enters the step with a new job; the buried
+		// job of the earlier entry is not the step's.
+		{"buried before a retry", nil, []at{{2, &record.WorkflowFailed{WorkflowID: "w", Error: "step s buried", At: 2}},
+			{3, &record.WorkflowRetried{WorkflowID: "w"}},
+			{3, &record.JobEnqueued{JobID: "s2", Handler: "h", Queue: "default", WorkflowID: "w", Retry: record.RetryPolicy{MaxAttempts: 1}}}}, ""},
+		{"buried after a retry", nil, []at{{2, &record.WorkflowFailed{WorkflowID: "w", Error: "step s buried", At: 2}},
+			{3, &record.WorkflowRetried{WorkflowID: "w"}},
+			{3, &record.JobEnqueued{JobID: "s2", Handler: "h", Queue: "default", WorkflowID: "w", Retry: record.RetryPolicy{MaxAttempts: 1}}},
+			{4, &record.AttemptStarted{JobID: "s2", Attempt: 1, StartAt: 4, NormalAt: 13, HardAt: 14}},
+			{5, &record.AttemptBuried{Outcome: record.Outcome{JobID: "s2", Token: 8, Class: "permanent"}}}},
+			"WF-20: step job s2 of workflow w is buried, and the workflow is running at that step"},
 	} {
 		o := newOracle()
 		jobs := buried
