@@ -163,8 +163,13 @@
 // deadline C (DL-22), and no attempt still open at its hard cutoff H
 // (under the shutdown root the journal shows); budgets never negative;
 // memory holding exactly the unfinished work (every job until its
-// attempt_succeeded, every workflow until completed or cancelled: the
-// engine's ids, [api.SimLive], against the journal); live state digest
+// attempt_succeeded or a final burial: a job_buried or attempt_buried
+// marked Final, or, for a buried step job, its workflow's
+// workflow_completed or workflow_cancelled marked ArchiveBuried; every
+// workflow until completed or cancelled: the engine's ids,
+// [api.SimLive], against the journal); no running or paused workflow
+// whose step's current entry has a buried job (WF-20; the buried jobs of
+// an entry before a retry, WF-18, are not the step's); live state digest
 // equal to the fold of the acknowledged records. Before every reopen it
 // audits the journal read-only. When a shutdown returns, the world checks
 // that a second Shutdown gives the same result, that the published report
