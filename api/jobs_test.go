@@ -655,18 +655,7 @@ func staleRetryRefused(b *testBundle, queue, old string) {
 // RetryBuried skips it and Retry refuses it, though the workflow is
 // running. Both used to requeue it, and the step ran again.
 func TestJB7_StepJobReplacedByWorkflowRetryIsNotRequeuedPastItsStep(t *testing.T) {
-	b := setup(t, nil)
-	var rec recorder
-	f := newFlaky()
-	stalePair(b, &rec, f)
-	if err := b.eng.PauseQueue(b.ctx, "held"); err != nil {
-		t.Fatal(err)
-	}
-	b.start()
-	id := wfDispatch(b, "stale", api.State{})
-	b.idle()
-	wfWant(b, id, api.WorkflowFailed)
-	old := wfSteps(b.records(), id)[0].JobID
+	b, rec, f, id, old := staleFailed(t)
 	wfHealAndRetry(b, f, id)
 	if info := wfWant(b, id, api.WorkflowRunning); info.Step != 1 {
 		t.Fatalf("workflow at step %d, want 1 (step b held)", info.Step)
@@ -684,18 +673,7 @@ func TestJB7_StepJobReplacedByWorkflowRetryIsNotRequeuedPastItsStep(t *testing.T
 // still pending. Requeued, it used to run beside that job and complete
 // the step with its own output.
 func TestJB7_StepJobReplacedByWorkflowRetryIsNotRequeuedBesideItsReplacement(t *testing.T) {
-	b := setup(t, nil)
-	var rec recorder
-	f := newFlaky()
-	stalePair(b, &rec, f)
-	if err := b.eng.PauseQueue(b.ctx, "held"); err != nil {
-		t.Fatal(err)
-	}
-	b.start()
-	id := wfDispatch(b, "stale", api.State{})
-	b.idle()
-	wfWant(b, id, api.WorkflowFailed)
-	old := wfSteps(b.records(), id)[0].JobID
+	b, rec, f, id, old := staleFailed(t)
 	if err := b.eng.PauseQueue(b.ctx, "q"); err != nil {
 		t.Fatal(err)
 	}
@@ -721,4 +699,22 @@ func TestJB7_StepJobReplacedByWorkflowRetryIsNotRequeuedBesideItsReplacement(t *
 		t.Fatalf("workflow at step %d with %s, want step 1 with a's output", info.Step, wfState(info.State))
 	}
 	b.checkReplay()
+}
+
+// staleFailed runs a "stale" workflow (stalePair) until its first step's
+// job fails and the workflow with it, step b's queue held: old is that
+// buried job, which a retry of the workflow replaces (WF-18).
+func staleFailed(t *testing.T) (b *testBundle, rec *recorder, f *flaky, id, old string) {
+	t.Helper()
+	b = setup(t, nil)
+	rec, f = &recorder{}, newFlaky()
+	stalePair(b, rec, f)
+	if err := b.eng.PauseQueue(b.ctx, "held"); err != nil {
+		t.Fatal(err)
+	}
+	b.start()
+	id = wfDispatch(b, "stale", api.State{})
+	b.idle()
+	wfWant(b, id, api.WorkflowFailed)
+	return b, rec, f, id, wfSteps(b.records(), id)[0].JobID
 }

@@ -465,12 +465,7 @@ func TestDL44_RecoverBuriesLostStepJobOfAFailedWorkflow(t *testing.T) {
 // job's output is merged. Replay agrees.
 func TestJB7_WF20_ReplacedStepJobRequeuedByAnOlderVersionMovesNothing(t *testing.T) {
 	t.Parallel()
-	def := &WorkflowDef{Name: "flow", Hash: "hflow", Steps: []StepDef{defThen("a"), defThen("b")}}
-	b := defsBundle(t, nil, []*WorkflowDef{def})
-	id := b.startFlow(t0, "flow")
-	old := b.dispatch(t0)[0]
-	b.settle(t0, Result{Token: old.Token, Failure: fail(Permanent)})
-	d := b.must(b.m.RetryWorkflow(ts(time.Minute), id))
+	b, id, old, d := replacedStepJob(t)
 	wantKinds(t, d, record.KindWorkflowRetried, record.KindJobEnqueued)
 	fresh := d.Records[1].Body.(*record.JobEnqueued).JobID
 
@@ -506,21 +501,8 @@ func TestJB7_WF20_ReplacedStepJobRequeuedByAnOlderVersionMovesNothing(t *testing
 // RequeueBuried skips it.
 func TestJB7_ReplacedStepJobIsNotRequeued(t *testing.T) {
 	t.Parallel()
-	def := &WorkflowDef{Name: "flow", Hash: "hflow", Steps: []StepDef{defThen("a"), defThen("b")}}
-	b := defsBundle(t, nil, []*WorkflowDef{def})
-	id := b.startFlow(t0, "flow")
-	old := b.dispatch(t0)[0]
-	b.settle(t0, Result{Token: old.Token, Failure: fail(Permanent)})
-	b.must(b.m.RetryWorkflow(ts(time.Minute), id))
-	check := func(when string) {
-		t.Helper()
-		d, err := b.m.Requeue(ts(time.Minute), old.Job.ID)
-		refused(t, d, err, ErrState)
-		if d, n := b.m.RequeueBuried(ts(time.Minute), "default"); n != 0 || !d.Empty() {
-			t.Fatalf("%s: RequeueBuried = %d with %v", when, n, kinds(d))
-		}
-	}
-	check("retry's job pending")
+	b, id, old, _ := replacedStepJob(t)
+	requeueRefused(t, b, old.Job.ID, "retry's job pending")
 	fresh := b.dispatch(ts(time.Minute))
 	if len(fresh) != 1 || fresh[0].Job.ID == old.Job.ID {
 		t.Fatalf("started %v", ids(fresh))
@@ -529,7 +511,7 @@ func TestJB7_ReplacedStepJobIsNotRequeued(t *testing.T) {
 	if w := b.m.State().Workflows[id]; w.Step != 1 || w.Status != replay.WorkflowRunning {
 		t.Fatalf("workflow at step %d %s, want step 1 running", w.Step, w.Status)
 	}
-	check("workflow past the step")
+	requeueRefused(t, b, old.Job.ID, "workflow past the step")
 	b.replayed()
 }
 
@@ -557,10 +539,30 @@ func TestJB7_ReplacedBranchJobIsNotRequeuedAfterItsReplacementSucceeded(t *testi
 	if _, ok := b.m.State().Jobs[retried[1].Job.ID]; ok {
 		t.Fatalf("succeeded job %s stays in the state", retried[1].Job.ID)
 	}
-	d, err := b.m.Requeue(ts(time.Minute), first[1].Job.ID)
+	requeueRefused(t, b, first[1].Job.ID, "replacement succeeded")
+	b.replayed()
+}
+
+// replacedStepJob starts a workflow of two Then steps whose first job
+// fails permanently, then retries the workflow (WF-18): the job the retry
+// enqueues replaces the buried one, old. d is the retry's decision.
+func replacedStepJob(t *testing.T) (b *testBundle, id string, old *Start, d Decision) {
+	t.Helper()
+	def := &WorkflowDef{Name: "flow", Hash: "hflow", Steps: []StepDef{defThen("a"), defThen("b")}}
+	b = defsBundle(t, nil, []*WorkflowDef{def})
+	id = b.startFlow(t0, "flow")
+	old = b.dispatch(t0)[0]
+	b.settle(t0, Result{Token: old.Token, Failure: fail(Permanent)})
+	return b, id, old, b.must(b.m.RetryWorkflow(ts(time.Minute), id))
+}
+
+// requeueRefused checks that the replaced step job id is neither requeued
+// by Requeue (ErrState) nor by RequeueBuried (JB-7).
+func requeueRefused(t *testing.T, b *testBundle, id, when string) {
+	t.Helper()
+	d, err := b.m.Requeue(ts(time.Minute), id)
 	refused(t, d, err, ErrState)
 	if d, n := b.m.RequeueBuried(ts(time.Minute), "default"); n != 0 || !d.Empty() {
-		t.Fatalf("RequeueBuried = %d with %v", n, kinds(d))
+		t.Fatalf("%s: RequeueBuried = %d with %v", when, n, kinds(d))
 	}
-	b.replayed()
 }
