@@ -102,16 +102,7 @@ func registerRetried(w *sim.World, fail *atomic.Bool, d time.Duration) {
 // buried step job of the failed entry leaves the engine's memory with it.
 func TestOracleFlow_RetriedWorkflowCompletes(t *testing.T) {
 	sim.Run(t, 3, func(w *sim.World) {
-		var fail atomic.Bool
-		fail.Store(true)
-		registerRetried(w, &fail, 0)
-		id := w.Dispatch("redo", api.State{})
-		w.Advance(time.Minute)
-		if st := w.Workflow(id).Status; st != api.WorkflowFailed {
-			w.T().Fatalf("workflow %s, want failed", st)
-		}
-		fail.Store(false)
-		do(w, "retry", func(ctx context.Context, e *api.Engine) error { return e.RetryWorkflow(ctx, id) })
+		id := failedThenRetried(w, 0)
 		w.Advance(time.Minute)
 		hasRecord(w, "workflow_completed with ArchiveBuried", func(b record.Body) bool {
 			c, ok := b.(*record.WorkflowCompleted)
@@ -130,16 +121,7 @@ func TestOracleFlow_RetriedWorkflowCompletes(t *testing.T) {
 // current one.
 func TestOracleFlow_RetriedStepStillRunning(t *testing.T) {
 	sim.Run(t, 3, func(w *sim.World) {
-		var fail atomic.Bool
-		fail.Store(true)
-		registerRetried(w, &fail, 5*time.Minute)
-		id := w.Dispatch("redo", api.State{})
-		w.Advance(time.Minute)
-		if st := w.Workflow(id).Status; st != api.WorkflowFailed {
-			w.T().Fatalf("workflow %s, want failed", st)
-		}
-		fail.Store(false)
-		do(w, "retry", func(ctx context.Context, e *api.Engine) error { return e.RetryWorkflow(ctx, id) })
+		id := failedThenRetried(w, 5*time.Minute)
 		if info := w.Workflow(id); info.Status != api.WorkflowRunning || info.Step != 0 {
 			w.T().Fatalf("workflow %s at step %d, want running at step 0", info.Status, info.Step)
 		}
@@ -149,4 +131,21 @@ func TestOracleFlow_RetriedStepStillRunning(t *testing.T) {
 			w.T().Fatalf("workflow %s, want completed", st)
 		}
 	})
+}
+
+// failedThenRetried dispatches a "redo" workflow (registerRetried, its
+// step taking take) whose step fails until the workflow has failed, then
+// retries it (WF-18) with the step healed, and returns its id.
+func failedThenRetried(w *sim.World, take time.Duration) string {
+	var fail atomic.Bool
+	fail.Store(true)
+	registerRetried(w, &fail, take)
+	id := w.Dispatch("redo", api.State{})
+	w.Advance(time.Minute)
+	if st := w.Workflow(id).Status; st != api.WorkflowFailed {
+		w.T().Fatalf("workflow %s, want failed", st)
+	}
+	fail.Store(false)
+	do(w, "retry", func(ctx context.Context, e *api.Engine) error { return e.RetryWorkflow(ctx, id) })
+	return id
 }
