@@ -3,7 +3,6 @@ package qctl_test
 import (
 	"bytes"
 	"context"
-	"math"
 	"testing"
 	"time"
 
@@ -205,23 +204,7 @@ func buildFixture(t testing.TB, fs vfs.FS, dir string) {
 	f.start(jobLost, jobLost, 1)
 	// A snapshot of the state here (an open attempt included), as the
 	// engine writes them.
-	st := replay.New()
-	it := f.j.Scan(1, math.MaxUint64)
-	for it.Next() {
-		if err := replay.Apply(st, it.Record()); err != nil {
-			t.Fatalf("fixture replay: %v", err)
-		}
-	}
-	if err := it.Close(); err != nil {
-		t.Fatal(err)
-	}
-	snap, err := replay.Encode(st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.j.WriteSnapshot(context.Background(), st.LastSeq, snap); err != nil {
-		t.Fatal(err)
-	}
+	writeSnapshot(t, f.j, nil)
 
 	// Run 1 dies without a shutdown; run 2 recovers the open attempt.
 	f.at(sec(60))

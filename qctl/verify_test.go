@@ -380,11 +380,21 @@ func snapshotAtEnd(t *testing.T, fs vfs.FS, mod func(st *replay.State)) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	writeSnapshot(t, j, mod)
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeSnapshot writes a snapshot of j's state at its last seq, folded
+// from seq 1 as the engine folds it, after mod (if not nil) changed it.
+func writeSnapshot(t testing.TB, j *journal.Journal, mod func(st *replay.State)) {
+	t.Helper()
 	st := replay.New()
 	it := j.Scan(1, math.MaxUint64)
 	for it.Next() {
 		if err := replay.Apply(st, it.Record()); err != nil {
-			t.Fatal(err)
+			t.Fatalf("replay: %v", err)
 		}
 	}
 	if err := it.Close(); err != nil {
@@ -398,9 +408,6 @@ func snapshotAtEnd(t *testing.T, fs vfs.FS, mod func(st *replay.State)) {
 		t.Fatal(err)
 	}
 	if err := j.WriteSnapshot(context.Background(), st.LastSeq, b); err != nil {
-		t.Fatal(err)
-	}
-	if err := j.Close(); err != nil {
 		t.Fatal(err)
 	}
 }
