@@ -519,28 +519,26 @@ func TestVerifyOutdatedSnapshotIsNoProblem(t *testing.T) {
 // changed it.
 func editSummary(t *testing.T, db *pebble.DB, id string, f func(s *replay.JobSummary)) {
 	t.Helper()
-	s, err := replay.DecodeSummary(get(t, db, indexKey(id)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f(&s)
-	v, err := replay.EncodeSummary(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	set(t, db, indexKey(id), v)
+	editIndexEntry(t, db, id, replay.DecodeSummary, replay.EncodeSummary, f)
 }
 
 // editWorkflowSummary rewrites the terminal-index entry of workflow id
 // after f changed it.
 func editWorkflowSummary(t *testing.T, db *pebble.DB, id string, f func(s *replay.WorkflowSummary)) {
 	t.Helper()
-	s, err := replay.DecodeWorkflowSummary(get(t, db, indexKey(id)))
+	editIndexEntry(t, db, id, replay.DecodeWorkflowSummary, replay.EncodeWorkflowSummary, f)
+}
+
+// editIndexEntry decodes the terminal-index entry of id, lets f change
+// it and writes it back encoded.
+func editIndexEntry[S any](t *testing.T, db *pebble.DB, id string, decode func([]byte) (S, error), encode func(S) ([]byte, error), f func(*S)) {
+	t.Helper()
+	s, err := decode(get(t, db, indexKey(id)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	f(&s)
-	v, err := replay.EncodeWorkflowSummary(s)
+	v, err := encode(s)
 	if err != nil {
 		t.Fatal(err)
 	}
