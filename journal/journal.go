@@ -227,7 +227,10 @@ func pebbleError(op string, err error) error {
 // store without quire metadata; an error wrapping [record.ErrNewerVersion]
 // for a newer layout; [*CorruptError] for damage Pebble or the tail record
 // check detect; an error wrapping fs.ErrNotExist for a missing directory
-// in read-only mode.
+// in read-only mode. A directory that holds only the files Pebble writes
+// before its store exists, left by a first Open that died while creating
+// the store, is a journal not yet created: Open creates it over them (a
+// read-only Open refuses it with [ErrNotJournal]).
 //
 // A refused Open leaves the directory as it found it: it removes the LOCK
 // file it created to take the directory's lock, and a directory it created
@@ -504,9 +507,46 @@ func peekStore(fs vfs.FS, dir string, readOnly bool) (pebble.FormatMajorVersion,
 		return 0, false, nil, pebbleError("open "+dir, err)
 	}
 	if !desc.Exists {
-		return 0, false, nil, fmt.Errorf("%w: %s holds files (e.g. %q) but no Pebble store", ErrNotJournal, dir, other[0])
+		if !unfinishedStore(other) {
+			return 0, false, nil, fmt.Errorf("%w: %s holds files (e.g. %q) but no Pebble store", ErrNotJournal, dir, other[0])
+		}
+		// A first Open that died while Pebble created the store: nothing
+		// in it was ever acknowledged, and Pebble creates the store
+		// afresh over these files.
+		if readOnly {
+			return 0, false, nil, fmt.Errorf("%w: %s holds a Pebble store whose creation never finished", ErrNotJournal, dir)
+		}
+		return pebble.FormatNewest, false, ls, nil
 	}
 	return desc.FormatMajorVersion, true, ls, nil
+}
+
+// unfinishedStore reports whether names, the files of a directory without
+// a Pebble manifest marker, are only what Pebble writes before that marker
+// when it creates a store: its format marker, a first MANIFEST, an
+// OPTIONS file and their temporaries. No WAL, table or blob file is among
+// them, so no write was ever made to the store: a store whose marker was
+// lost, and any other program's files, still fail this test.
+func unfinishedStore(names []string) bool {
+	for _, name := range names {
+		var num string
+		switch {
+		case strings.HasPrefix(name, "marker.format-version."):
+			continue
+		case strings.HasPrefix(name, "MANIFEST-"):
+			num = name[len("MANIFEST-"):]
+		case strings.HasPrefix(name, "OPTIONS-"):
+			num = name[len("OPTIONS-"):]
+		case strings.HasPrefix(name, "temporary.") && strings.HasSuffix(name, ".dbtmp"):
+			num = strings.TrimSuffix(name[len("temporary."):], ".dbtmp")
+		default:
+			return false
+		}
+		if num == "" || strings.Trim(num, "0123456789") != "" {
+			return false
+		}
+	}
+	return true
 }
 
 // mkdirSynced creates dir and syncs the parent of every directory it
