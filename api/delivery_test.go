@@ -1891,20 +1891,47 @@ func TestDL45_ReplayIsDeterministic(t *testing.T) {
 // ---------------------------------------------------------------------------
 // Bad input: typed errors or recorded dispositions, never a crash.
 
-// A payload that does not decode buries its job permanently with the
-// decode error; the payload stays in the journal.
-func TestDL27_PayloadDecodeFailureIsBuried(t *testing.T) {
+// Enqueue refuses a payload its handler's type cannot decode: the job
+// could only be buried at its first delivery. Nothing is appended.
+func TestEnqueueRefusesAPayloadTheHandlerCannotDecode(t *testing.T) {
 	b := setup(t, nil)
 	if err := api.Handle(b.eng, "text", okHandler(nil)); err != nil { // expects msg{N int}
 		t.Fatal(err)
 	}
-	if err := api.Handle(b.eng, "other", func(ctx context.Context, d *api.Delivery, in string) error { return nil }); err != nil {
+	before := b.lastSeq()
+	_, err := b.eng.Enqueue(b.ctx, "text", "not a struct")
+	if !errors.Is(err, api.ErrInvalidPayload) || !strings.Contains(err.Error(), `"text"`) ||
+		!strings.Contains(err.Error(), "does not decode into api_test.msg") {
+		t.Fatalf("err %v, want ErrInvalidPayload naming the handler and its type", err)
+	}
+	// A value of another type that decodes is accepted: msgpack matches
+	// fields by name, and a map is how a producer without the type sends.
+	if _, err := b.eng.Enqueue(b.ctx, "text", map[string]any{"n": 3}); err != nil {
+		t.Fatalf("a map with the type's fields: %v", err)
+	}
+	if got := b.lastSeq(); got != before+1 {
+		t.Fatalf("last seq %d, want %d: the refused enqueue appended", got, before+1)
+	}
+}
+
+// A payload that does not decode at delivery (here enqueued while the
+// handler took a string, delivered after a restart registered it for a
+// struct) buries its job permanently with the decode error; the payload
+// stays in the journal.
+func TestDL27_PayloadDecodeFailureIsBuried(t *testing.T) {
+	b := setup(t, nil)
+	if err := api.Handle(b.eng, "text", func(ctx context.Context, d *api.Delivery, in string) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	id, err := b.eng.Enqueue(b.ctx, "text", "not a struct")
 	if err != nil {
 		t.Fatal(err)
 	}
+	b.reopen(func(e *api.Engine) {
+		if err := api.Handle(e, "text", okHandler(nil)); err != nil { // expects msg{N int}
+			t.Fatal(err)
+		}
+	})
 	b.start()
 	b.idle()
 	r, o := b.lastSettlement(id)

@@ -25,6 +25,9 @@ type handlerEntry struct {
 	name   string
 	call   func(ctx context.Context, d *Delivery, st *scheduler.Start) ([]byte, error)
 	decode func(st *scheduler.Start) (any, error)
+	// check decodes an encoded payload as decode would, for Enqueue to
+	// refuse one that could only bury its job; nil for step handlers.
+	check  func(payload []byte) error
 	invoke func(ctx context.Context, d *Delivery, in any) ([]byte, error)
 	opts   jobOptions
 	// step is set for the handlers a workflow registers for its steps:
@@ -37,9 +40,12 @@ type handlerEntry struct {
 }
 
 // Handle registers fn under name. Payloads enqueued for name are decoded
-// into T (msgpack, after the structural pre-scan of RL-6); a payload that
-// does not decode buries its job with code PAYLOAD_DECODE_FAILED and the
-// decode error, the payload staying in the journal. opts set defaults for
+// into T (msgpack, after the structural pre-scan of RL-6). [Engine.Enqueue]
+// and [Delivery.Enqueue] decode a payload into T before they append it and
+// refuse one that does not decode with [ErrInvalidPayload]; a payload that
+// still fails at delivery (a journal written when the handler took another
+// type) buries its job with code PAYLOAD_DECODE_FAILED and the decode
+// error, the payload staying in the journal. opts set defaults for
 // the handler's jobs ([OnQueue], [WithPriority], [MaxAttempts], [Backoff],
 // [DeliveryTimeout]) that each Enqueue may override (WF-22), [Unique] for
 // every enqueue of the handler, and the handler's own middleware and
@@ -87,16 +93,14 @@ func Handle[T any](e *Engine, name string, fn HandlerFunc[T], opts ...JobOption)
 		if len(payload) > payloadBytesMax {
 			return nil, fmt.Errorf("payload is %d bytes, limit %d", len(payload), payloadBytesMax)
 		}
-		if err := record.DecodeValue(payload, &in); err != nil {
-			var te *record.ValueTypeError
-			if errors.As(err, &te) {
-				// Most often a payload enqueued for another type: say
-				// so, rather than "corrupt record".
-				return nil, fmt.Errorf("payload does not decode into %T: %w", in, te.Err)
-			}
+		if err := decodePayload(payload, &in); err != nil {
 			return nil, err
 		}
 		return in, nil
+	}
+	h.check = func(payload []byte) error {
+		var in T
+		return decodePayload(payload, &in)
 	}
 	h.invoke = func(ctx context.Context, d *Delivery, in any) ([]byte, error) {
 		v, _ := in.(T) // a nil interface T decodes to nil
@@ -113,4 +117,19 @@ func Handle[T any](e *Engine, name string, fn HandlerFunc[T], opts ...JobOption)
 		}
 	}
 	return err
+}
+
+// decodePayload decodes a job's payload into in (a pointer to the
+// handler's input type), saying which type a mismatched payload missed.
+func decodePayload[T any](payload []byte, in *T) error {
+	if err := record.DecodeValue(payload, in); err != nil {
+		var te *record.ValueTypeError
+		if errors.As(err, &te) {
+			// Most often a payload enqueued for another type: say so,
+			// rather than "corrupt record".
+			return fmt.Errorf("payload does not decode into %T: %w", *in, te.Err)
+		}
+		return err
+	}
+	return nil
 }

@@ -227,6 +227,13 @@ func (e *Engine) enqueueRequest(handler string, payload any, opts []JobOption) (
 		return req, fmt.Errorf("%w: payload for handler %q is %d bytes, limit %d (Options.PayloadBytesMax)",
 			ErrInvalidPayload, handler, len(b), e.opts.PayloadBytesMax)
 	}
+	if h.check != nil {
+		// A payload the handler cannot decode would only bury its job at
+		// its first delivery: refuse it while the caller can fix it.
+		if err := h.check(b); err != nil {
+			return req, fmt.Errorf("%w: payload for handler %q: %v", ErrInvalidPayload, handler, err)
+		}
+	}
 	req = e.resolve(h, o)
 	req.Handler, req.Payload = handler, b
 	return req, nil
