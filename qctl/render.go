@@ -435,6 +435,10 @@ func kindLine(r record.Record, o recordOpts) string {
 		if (f.key == "job_id" || f.key == "workflow_id") && f.text == o.stream {
 			continue
 		}
+		if f.key == "priority" && r.Kind() == record.KindJobEnqueued {
+			// By name, as jobs and show print it; JSON keeps the number.
+			f.text = priorityText(r.Body.(*record.JobEnqueued).Priority)
+		}
 		parts = append(parts, strings.TrimSuffix(f.key, "_ns")+"="+f.text)
 	}
 	return strings.Join(parts, " ")
