@@ -23,7 +23,8 @@ import (
 // unregistered handler ([ErrUnknownHandler]; the handler of a workflow
 // step too, with an error naming the step: the engine enqueues a step's
 // jobs), an invalid option or
-// payload, a cancelled ctx or a closed engine return a typed error and
+// payload ([ErrInvalidPayload]: nil, over Options.PayloadBytesMax, or one
+// that does not decode into the handler's type), a cancelled ctx or a closed engine return a typed error and
 // append nothing; a ctx that ends during
 // the call is treated as [Engine] says: once the engine has taken the
 // call, it returns the job id even if ctx ended meanwhile. While a full
