@@ -220,7 +220,7 @@ func TestRL7_EncodeSameAsOld(t *testing.T) {
 func decodeJobsReflect(b []byte) ([]Job, error) {
 	dec := msgpack.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields(true)
-	return decodeList[Job](dec, SnapshotJobsMax, "jobs")
+	return decodeList[Job](dec, SnapshotJobsMax, jobMinBytes, "jobs")
 }
 
 // decodeJobsHand decodes a job list as Decode does.

@@ -41,7 +41,7 @@ type snapshot struct {
 	// Unique lists the holder of each unique key, sorted by key. It cannot
 	// be derived from Jobs: a job requeued while another job held its key
 	// is active with the key but does not hold it (JB-5).
-	Unique []uniqueHold `msgpack:"unique"`
+	Unique uniqueList `msgpack:"unique"`
 
 	Workflows          workflowList `msgpack:"workflows"`
 	Expiries           expiryList   `msgpack:"expiries"`
@@ -52,6 +52,8 @@ type snapshot struct {
 type workflowList []Workflow
 
 type expiryList []Expiry
+
+type uniqueList []uniqueHold
 
 type uniqueHold struct {
 	Key string `msgpack:"key"`
@@ -230,16 +232,16 @@ func Decode(b []byte) (*State, error) {
 	return s, nil
 }
 
-// decodeList reads a msgpack array of T, appending each element as it is
-// decoded rather than pre-sizing the slice from the declared length, so a
-// hostile length costs nothing (RL-6).
-func decodeList[T any](dec *msgpack.Decoder, limit int, what string) ([]T, error) {
+// decodeList reads a msgpack array of T, whose every encoding Encode
+// writes takes at least minBytes, appending each element as it is decoded
+// rather than pre-sizing the slice from the declared length (RL-6).
+func decodeList[T any](dec *msgpack.Decoder, limit, minBytes int, what string) ([]T, error) {
 	n, err := dec.DecodeArrayLen()
 	if err != nil || n <= 0 {
 		return nil, err
 	}
-	if n > limit {
-		return nil, fmt.Errorf("%w: %d %s, limit %d", record.ErrCorrupt, n, what, limit)
+	if err := checkListLen(dec, n, limit, minBytes, what); err != nil {
+		return nil, err
 	}
 	var out []T
 	for i := 0; i < n; i++ {
@@ -252,22 +254,56 @@ func decodeList[T any](dec *msgpack.Decoder, limit int, what string) ([]T, error
 	return out, nil
 }
 
+// checkListLen refuses a list of n elements, each encoded by Encode in at
+// least minBytes, that declares more than limit of them or more than the
+// bytes left in the input could hold (RL-6). The pre-scan lets a list
+// declare one element per byte left, and an element as short as an empty
+// map (one byte) decodes into a whole zero struct (a Job or a Workflow is
+// some 300 bytes): unchecked, a list cost hundreds of times its input.
+// Bounded so, a list costs at most its input times the element's size
+// over minBytes.
+func checkListLen(dec *msgpack.Decoder, n, limit, minBytes int, what string) error {
+	if n > limit {
+		return fmt.Errorf("%w: %d %s, limit %d", record.ErrCorrupt, n, what, limit)
+	}
+	if r, ok := dec.Buffered().(interface{ Len() int }); !ok || n > r.Len()/minBytes {
+		left := -1
+		if ok {
+			left = r.Len()
+		}
+		return fmt.Errorf("%w: %d %s in the %d bytes left, each takes at least %d", record.ErrCorrupt, n, what, left, minBytes)
+	}
+	return nil
+}
+
+// encodedMinBytes is the length of T's zero value encoded by msgpack's
+// reflection encoder, as Encode encodes it: the shortest encoding of a T
+// Encode writes, since every field it writes encodes shortest at zero
+// (and omitempty fields are left out only then).
+func encodedMinBytes[T any]() int {
+	var v T
+	b, err := msgpack.Marshal(&v)
+	if err != nil {
+		panic("replay: encode a zero " + reflect.TypeFor[T]().String() + ": " + err.Error())
+	}
+	return len(b)
+}
+
+// The shortest encodings of the structs a snapshot lists, set by init
+// once the decoders of Workflow's lists are registered.
+var workflowMinBytes, expiryMinBytes, runMinBytes, uniqueMinBytes, signalMinBytes, branchMinBytes int
+
 func (l *jobList) DecodeMsgpack(dec *msgpack.Decoder) error {
 	n, err := dec.DecodeArrayLen()
 	if err != nil || n <= 0 {
 		*l = nil
 		return err
 	}
-	if n > SnapshotJobsMax {
-		return fmt.Errorf("%w: %d jobs, limit %d", record.ErrCorrupt, n, SnapshotJobsMax)
+	// A job's encoding is at least jobMinBytes (its keys alone).
+	if err := checkListLen(dec, n, SnapshotJobsMax, jobMinBytes, "jobs"); err != nil {
+		return err
 	}
-	// A job's encoding is at least jobMinBytes (its keys alone), so the
-	// buffered input bounds the capacity reserved for a declared length:
-	// a hostile length costs nothing (RL-6).
-	var out jobList
-	if r, ok := dec.Buffered().(interface{ Len() int }); ok {
-		out = make(jobList, 0, min(n, r.Len()/jobMinBytes))
-	}
+	out := make(jobList, 0, n)
 	for i := 0; i < n; i++ {
 		out = append(out, Job{})
 		if err := decodeJob(dec, &out[len(out)-1]); err != nil {
@@ -279,18 +315,52 @@ func (l *jobList) DecodeMsgpack(dec *msgpack.Decoder) error {
 }
 
 func (l *runList) DecodeMsgpack(dec *msgpack.Decoder) (err error) {
-	*l, err = decodeList[Run](dec, RunsKeptMax, "runs")
+	*l, err = decodeList[Run](dec, RunsKeptMax, runMinBytes, "runs")
 	return err
 }
 
 func (l *workflowList) DecodeMsgpack(dec *msgpack.Decoder) (err error) {
-	*l, err = decodeList[Workflow](dec, SnapshotJobsMax, "workflows")
+	*l, err = decodeList[Workflow](dec, SnapshotJobsMax, workflowMinBytes, "workflows")
 	return err
 }
 
 func (l *expiryList) DecodeMsgpack(dec *msgpack.Decoder) (err error) {
-	*l, err = decodeList[Expiry](dec, SnapshotJobsMax, "expiries")
+	*l, err = decodeList[Expiry](dec, SnapshotJobsMax, expiryMinBytes, "expiries")
 	return err
+}
+
+func (l *uniqueList) DecodeMsgpack(dec *msgpack.Decoder) (err error) {
+	*l, err = decodeList[uniqueHold](dec, SnapshotJobsMax, uniqueMinBytes, "unique keys")
+	return err
+}
+
+func init() {
+	// A workflow's lists of structs decode through decodeList too:
+	// msgpack's reflection decoder sizes a slice by its declared length
+	// before it reads an element. Registered for the slice types, since
+	// Workflow's fields keep their plain types, and before anything
+	// encodes or decodes a Workflow: msgpack caches a struct's field
+	// decoders the first time it meets the struct.
+	msgpack.Register([]Signal(nil), nil, func(dec *msgpack.Decoder, v reflect.Value) error {
+		l, err := decodeList[Signal](dec, SnapshotJobsMax, signalMinBytes, "signals")
+		if err == nil {
+			v.Set(reflect.ValueOf(l))
+		}
+		return err
+	})
+	msgpack.Register([]BranchOutput(nil), nil, func(dec *msgpack.Decoder, v reflect.Value) error {
+		l, err := decodeList[BranchOutput](dec, SnapshotJobsMax, branchMinBytes, "branch outputs")
+		if err == nil {
+			v.Set(reflect.ValueOf(l))
+		}
+		return err
+	})
+	workflowMinBytes = encodedMinBytes[Workflow]()
+	expiryMinBytes = encodedMinBytes[Expiry]()
+	runMinBytes = encodedMinBytes[Run]()
+	uniqueMinBytes = encodedMinBytes[uniqueHold]()
+	signalMinBytes = encodedMinBytes[Signal]()
+	branchMinBytes = encodedMinBytes[BranchOutput]()
 }
 
 // jobFieldNames are Job's fields in the order a snapshot encodes them:

@@ -2,9 +2,12 @@ package replay
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
+	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -307,7 +310,7 @@ func snapshotWith(over map[string][]byte) []byte {
 	fields := map[string][]byte{"v": {0x01}, "last_seq": {0x00}, "completed": {0x00}}
 	maps.Copy(fields, over)
 	out := []byte{0x80 | byte(len(fields))}
-	for _, k := range []string{"v", "last_seq", "completed", "paused", "jobs", "runs", "unique", "workflows", "zz"} {
+	for _, k := range []string{"v", "last_seq", "completed", "paused", "jobs", "runs", "unique", "workflows", "expiries", "zz"} {
 		if v, ok := fields[k]; ok {
 			out = append(out, 0xa0|byte(len(k)))
 			out = append(out, k...)
@@ -354,6 +357,52 @@ func TestRL6_DecodeNeverPanics(t *testing.T) {
 		r := record.Record{Seq: s.LastSeq + 1, Stream: record.EngineStream, Body: &record.RunStarted{RunID: "r"}}
 		_ = Apply(s, r)
 	})
+}
+
+// TestRL6_SnapshotDecodeMemoryBound: a snapshot is untrusted input even
+// with a valid crc, and one decode allocates at most 32 × its length +
+// 1 MiB (RL-6). The pre-scan lets a list declare as many elements as bytes
+// remain, and an empty map (one byte) decodes into a whole zero struct:
+// a job or a workflow is 288 bytes. A list of one-byte elements thus cost
+// hundreds of times its input (a 64 MiB snapshot, tens of GB), as did the
+// lists of structs msgpack sizes by their declared length. Each list is
+// now refused when it declares more elements than the bytes left could
+// hold at the shortest encoding Encode writes of one. Not parallel:
+// TotalAlloc counts the whole process.
+func TestRL6_SnapshotDecodeMemoryBound(t *testing.T) { // RL-6
+	const n = 1 << 18
+	empties := binary.BigEndian.AppendUint32([]byte{0xdd}, n)
+	empties = append(empties, bytes.Repeat([]byte{0x80}, n)...)
+	inWorkflow := func(field string) []byte {
+		w := []byte{0x91, 0x82, 0xa2, 'I', 'D', 0xa1, 'w', 0xa0 | byte(len(field))}
+		return append(append(w, field...), empties...)
+	}
+	cases := map[string][]byte{
+		"jobs":              snapshotWith(map[string][]byte{"jobs": empties}),
+		"workflows":         snapshotWith(map[string][]byte{"workflows": empties}),
+		"expiries":          snapshotWith(map[string][]byte{"expiries": empties}),
+		"unique":            snapshotWith(map[string][]byte{"unique": empties}),
+		"workflow signals":  snapshotWith(map[string][]byte{"workflows": inWorkflow("Signals")}),
+		"workflow branches": snapshotWith(map[string][]byte{"workflows": inWorkflow("Branches")}),
+	}
+	for _, name := range slices.Sorted(maps.Keys(cases)) {
+		b := cases[name]
+		if err := record.Prescan(b, false); err != nil {
+			t.Fatalf("%s: the pre-scan refuses the input (%v): the case tests nothing", name, err)
+		}
+		var err error
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, err = Decode(b)
+		runtime.ReadMemStats(&after)
+		got, bound := after.TotalAlloc-before.TotalAlloc, 32*uint64(len(b))+1<<20
+		if got > bound {
+			t.Errorf("%s: Decode of %d bytes allocated %d (%.0f×), bound %d", name, len(b), got, float64(got)/float64(len(b)), bound)
+		}
+		if !errors.Is(err, record.ErrCorrupt) {
+			t.Errorf("%s: Decode = %v, want ErrCorrupt", name, err)
+		}
+	}
 }
 
 // WD-10, RL-6: Encode writes the obligations in seq order, so a snapshot
