@@ -1759,6 +1759,38 @@ func TestDL36_CleanupCodes(t *testing.T) {
 	}
 }
 
+// DL-6, DL-36: a pipeline that succeeds after a forced shutdown's reason
+// and whose scope close then fails settles as a retryable failure with the
+// cleanup code; the success consumed its attempt, and a cleanup failure
+// never changes that, so it is not released.
+func TestDL6_DL36_SuccessWithCleanupFailureAfterForceConsumes(t *testing.T) {
+	b := setup(t, nil)
+	p := newProbe()
+	p.free(t)
+	if err := api.Handle(b.eng, "work", p.handler()); err != nil {
+		t.Fatal(err)
+	}
+	id := b.enqueue("work", msg{})
+	b.start()
+	d := <-p.started
+	d.Scope().Register("r", closer(func() error { return errors.New("disk gone") }))
+	b.moveTo(t0, time.Second)
+	if err := api.Force(b.eng, api.ReasonForcedShutdown); err != nil {
+		t.Fatal(err)
+	}
+	p.ret(nil)
+	b.idle()
+	r, o := b.lastSettlement(id)
+	wantOutcome(t, r, record.KindAttemptRetryScheduled, api.CodeScopeCleanupFailed, "forced_shutdown", t0.Add(time.Second), true)
+	if o.Cleanup != api.CodeScopeCleanupFailed {
+		t.Fatalf("cleanup %q", o.Cleanup)
+	}
+	if j := b.status(id); j.Consumed != 1 {
+		t.Fatalf("DL-6: consumed %d, want 1: %+v", j.Consumed, j)
+	}
+	b.checkReplay()
+}
+
 type panicker struct{}
 
 func (panicker) Release() { panic("release") }

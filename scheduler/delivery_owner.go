@@ -825,6 +825,12 @@ func (r *Runner) settleAttempt(a *attempt, now time.Time) {
 	if hasReason {
 		res.Reason, res.ReasonAt = reason.String(), at
 	}
+	// DL-6, DL-23: accounting follows the first reason, not the error,
+	// and only for an attempt that did not succeed: a success consumed
+	// its attempt, and a cleanup failure that replaces it (DL-36) never
+	// changes that.
+	release := res.Failure != nil &&
+		(res.Failure.Release || hasReason && reason != deadlines.ReasonDeliveryTimeout)
 	codes, text := cleanupCodes(a)
 	switch {
 	case len(codes) == 0:
@@ -842,8 +848,7 @@ func (r *Runner) settleAttempt(a *attempt, now time.Time) {
 	}
 	if res.Failure != nil {
 		f := *res.Failure
-		// DL-6, DL-23: accounting follows the first reason, not the error.
-		f.Release = f.Release || (hasReason && reason != deadlines.ReasonDeliveryTimeout)
+		f.Release = release
 		// User text is bounded so that a settlement always fits a record.
 		f.Code = clip(f.Code, FailureCodeBytesMax)
 		f.Message, f.Stack = clip(f.Message, FailureMessageBytesMax), clip(f.Stack, FailureStackBytesMax)
