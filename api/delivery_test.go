@@ -1329,6 +1329,16 @@ func TestDL28_NormalExits(t *testing.T) {
 		{"after_panic_keeps_an_earlier_failure", func(tr tracer) []api.Middleware {
 			return []api.Middleware{boom(tr, "a")}
 		}, api.Permanent("HANDLER", nil), false, record.KindAttemptBuried, "HANDLER", "before:a hook:a:panicked", "panicked", "completed"},
+		{"after_goexit_is_interrupted", func(tr tracer) []api.Middleware {
+			// DL-28, DL-32: an After whose goroutine exits without
+			// returning (runtime.Goexit) never finished: it is not left
+			// Running, and it gets its hook, inner first.
+			mid := tr.mw("b", nil, nil)
+			mid.AfterFunc = func(ctx context.Context, d *api.Delivery, err error) error { runtimeGoexit(); return nil }
+			return []api.Middleware{tr.mw("a", nil, nil), mid, tr.mw("c", nil, nil)}
+		}, nil, false, record.KindAttemptRetryScheduled, "HANDLER_EXITED",
+			"before:a before:b before:c after:c(false) hook:b:interrupted hook:a:not_started",
+			"not_started interrupted completed", "completed completed none"},
 		{"before_panic", func(tr tracer) []api.Middleware {
 			m := tr.mw("b", nil, nil)
 			m.BeforeFunc = func(ctx context.Context, d *api.Delivery) error { panic("before") }

@@ -408,8 +408,9 @@ func (a *Attempt) setC(c time.Time) {
 }
 
 // freeze fixes the ledger when the owner stops waiting for the execution
-// (DL-26): an After still running is Interrupted (DL-28), and later
-// writes of the abandoned goroutine are ignored.
+// (DL-26) or takes its return: an After still running, or whose goroutine
+// exited without returning, is Interrupted (DL-28), and later writes of
+// an abandoned goroutine are ignored.
 func (a *Attempt) freeze() {
 	a.mu.Lock()
 	defer a.mu.Unlock()

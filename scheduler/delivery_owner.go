@@ -550,6 +550,10 @@ func (r *Runner) onResult(res Result) {
 	a.returned = true
 	a.result = res
 	a.execution = executionReturned
+	// The ledger is final: an After whose goroutine exited without
+	// returning (runtime.Goexit) never finished, and is Interrupted, not
+	// left Running, so that it gets its termination hook (DL-28, DL-32).
+	a.att.freeze()
 	r.noteExecution(a, now)
 	var cause Cause
 	if a.att.afterPanicked() {
