@@ -281,6 +281,9 @@ type Attempt struct {
 
 	c        atomic.Pointer[time.Time] // cooperative deadline, once a reason is recorded
 	returned atomic.Bool
+	// retAt is the clock's instant the execution goroutine returned at,
+	// written before returned is set (Runner.execute).
+	retAt time.Time
 	// orphaned is set when a fail-stop abandons the attempt while its
 	// execution runs: the loop is gone, so the goroutine itself takes its
 	// count out of the quarantine when it returns; uncounted makes that
@@ -394,6 +397,12 @@ func (a *Attempt) TakeValue(key string) (any, bool) {
 // ExecutionReturned reports whether the execution goroutine has returned
 // (DL-35).
 func (a *Attempt) ExecutionReturned() bool { return a.returned.Load() }
+
+// returnedBefore reports whether the execution goroutine has returned, at
+// an instant before c: its result is on its way to the loop (DL-23).
+func (a *Attempt) returnedBefore(c time.Time) bool {
+	return a.returned.Load() && !a.retAt.IsZero() && a.retAt.Before(c)
+}
 
 func (a *Attempt) setC(c time.Time) {
 	for {

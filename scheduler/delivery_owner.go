@@ -384,6 +384,7 @@ func (r *Runner) execute(att *Attempt) {
 		} else if !ended {
 			res = Result{Failure: &Failure{Code: CodeHandlerExited, Message: "the execution goroutine exited without returning"}}
 		}
+		att.retAt = r.cfg.Clock.Now()
 		att.returned.Store(true)
 		if att.orphaned.Load() {
 			r.unquarantineOrphan(att)
@@ -418,6 +419,12 @@ func (r *Runner) supervise(a *attempt, now time.Time) {
 			}
 		}
 		if !a.c.IsZero() && !now.Before(a.c) {
+			if a.att.returnedBefore(a.c) {
+				// DL-20, DL-23: the pipeline returned by C, and the loop
+				// observes it only now. Its result is queued (put never
+				// waits) and is kept: the owner takes it next.
+				return
+			}
 			r.abandon(a, now, CauseExecutionCancelled)
 			return
 		}

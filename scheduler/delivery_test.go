@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -688,5 +689,55 @@ func TestDL26_FrozenLedgerIgnoresTheAbandonedGoroutine(t *testing.T) {
 	a.SetExit(i, ExitCompleted)
 	if names, exits, _ := a.audit(); strings.Join(names, " ") != "m" || strings.Join(exits, " ") != "not_started" {
 		t.Fatalf("ledger %v with exits %v after the freeze, want [m] [not_started]", names, exits)
+	}
+}
+
+// DL-20, DL-23: a pipeline that returns before C keeps its result even if
+// the loop first observes that return at or after C: the owner waits for
+// the same execution until C, and the return came by then. T = 30 s:
+// timeout at P = 29, C = 29.25; the handler returns at 29, and the loop,
+// busy until the clock reached C, then finds both the deadline and the
+// result due.
+func TestDL23_ReturnBeforeCObservedAfterCIsKept(t *testing.T) {
+	release := make(chan struct{})
+	started := make(chan *Attempt, 1)
+	b := newRunnerBundle(t, func(ctx context.Context, a *Attempt) Result {
+		started <- a
+		<-release
+		return Result{Output: []byte("done")}
+	})
+	if err := b.r.SetDispatch(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	a := <-started
+	b.clk.Set(a.P)
+	b.sync()
+	c := *a.c.Load()
+	if want := a.P.Add(250 * time.Millisecond); !c.Equal(want) {
+		t.Fatalf("C = %v, want %v", c, want)
+	}
+	if err := b.r.Do(context.Background(), func(time.Time) {
+		close(release)
+		for !a.ExecutionReturned() { // the result is queued; the loop is here
+			runtime.Gosched()
+		}
+		b.clk.Set(c)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	b.sync()
+	s := b.app.settlements()
+	if len(s) != 1 {
+		t.Fatalf("%d settlements", len(s))
+	}
+	got, ok := s[0].Body.(*record.AttemptSucceeded)
+	if !ok {
+		t.Fatalf("DL-23: settled %s %+v, want attempt_succeeded", s[0].Kind(), *outcomeOf(s[0].Body))
+	}
+	if string(got.Output) != "done" || !got.Joined || got.Execution != executionReturned || got.Reason != "delivery_timeout" {
+		t.Fatalf("%+v", got.Outcome)
+	}
+	if q := b.r.Quarantine(); q.Fenced != 0 || q.Executions != 0 {
+		t.Fatalf("%+v", q)
 	}
 }

@@ -522,7 +522,8 @@ func (r *Runner) loop() {
 			r.taken = r.results.take(r.taken[:0], resultsPerPass)
 			for i, res := range r.taken {
 				// Deadlines due now come first: a result the loop
-				// observes after C is fenced out (DL-24).
+				// observes after C is fenced out (DL-24), unless its
+				// execution returned before C (DL-23).
 				r.fire()
 				r.onResult(res)
 				r.taken[i] = Result{}
