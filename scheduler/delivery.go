@@ -284,6 +284,9 @@ type Attempt struct {
 	// retAt is the clock's instant the execution goroutine returned at,
 	// written before returned is set (Runner.execute).
 	retAt time.Time
+	// scopeDone is the clock's instant the scope's close returned at,
+	// stored before the close reports it (Runner.closeScope).
+	scopeDone atomic.Pointer[time.Time]
 	// orphaned is set when a fail-stop abandons the attempt while its
 	// execution runs: the loop is gone, so the goroutine itself takes its
 	// count out of the quarantine when it returns; uncounted makes that
@@ -397,6 +400,13 @@ func (a *Attempt) TakeValue(key string) (any, bool) {
 // ExecutionReturned reports whether the execution goroutine has returned
 // (DL-35).
 func (a *Attempt) ExecutionReturned() bool { return a.returned.Load() }
+
+// scopeClosedBefore reports whether the scope's close has returned, at an
+// instant before t: its report is on its way to the loop (DL-36).
+func (a *Attempt) scopeClosedBefore(t time.Time) bool {
+	d := a.scopeDone.Load()
+	return d != nil && d.Before(t)
+}
 
 // returnedBefore reports whether the execution goroutine has returned, at
 // an instant before c: its result is on its way to the loop (DL-23).

@@ -93,6 +93,16 @@ type hookRun struct {
 	deadline time.Time
 	ctx      *attemptContext
 	sig      *Signal
+	// done is the clock's instant the hook returned at, stored by its
+	// goroutine before it reports the return.
+	done atomic.Pointer[time.Time]
+}
+
+// returnedBefore reports whether the hook has returned, at an instant
+// before t: its report is on its way to the loop (DL-33).
+func (h *hookRun) returnedBefore(t time.Time) bool {
+	d := h.done.Load()
+	return d != nil && d.Before(t)
 }
 
 // lostExecution is an abandoned execution goroutine that has not returned
@@ -429,12 +439,21 @@ func (r *Runner) supervise(a *attempt, now time.Time) {
 			return
 		}
 	case phaseHooks:
+		// A hook or a scope close that returned before its deadline, and
+		// that the loop observes only now, is not timed out: its report
+		// is waiting for the loop, which takes it next (DL-33, DL-36).
 		if a.hook != nil && !now.Before(a.hook.deadline) {
+			if a.hook.returnedBefore(a.hook.deadline) {
+				return
+			}
 			r.hookTimedOut(a, now)
 			return
 		}
 	case phaseScope:
 		if a.scopeRunning && !now.Before(a.scopeAt) {
+			if a.att.scopeClosedBefore(a.scopeAt) {
+				return
+			}
 			r.scopeTimedOut(a, now)
 			return
 		}
@@ -636,6 +655,8 @@ func (r *Runner) startHook(a *attempt, i int, deadline time.Time) {
 			if p := recover(); p != nil {
 				st, text = HookPanicked, "panicked: "+clip(fmt.Sprint(p), FailureMessageBytesMax)
 			}
+			done := r.cfg.Clock.Now()
+			h.done.Store(&done)
 			cancel(errCleanupEnded)
 			r.execWG.Done()
 			select {
@@ -712,6 +733,8 @@ func (r *Runner) closeScope(att *Attempt, tok uint64, kind uint8) {
 				ev.unobserved, ev.panicked = false, true
 				ev.panicText = "the attempt scope's close panicked: " + clip(fmt.Sprint(p), FailureMessageBytesMax)
 			}
+			done := r.cfg.Clock.Now()
+			att.scopeDone.Store(&done)
 			r.execWG.Done()
 			select {
 			case r.owner <- ev:

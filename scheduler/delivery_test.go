@@ -741,3 +741,84 @@ func TestDL23_ReturnBeforeCObservedAfterCIsKept(t *testing.T) {
 		t.Fatalf("%+v", q)
 	}
 }
+
+// observeLate runs release on the loop, takes the owner event it causes as
+// the loop would, but only once the clock has moved to at: the loop was
+// busy while the hook or the scope close returned, and observes it late.
+func (b *runnerBundle) observeLate(release func(), at time.Time) {
+	b.t.Helper()
+	if err := b.r.Do(context.Background(), func(time.Time) {
+		release()
+		ev := <-b.r.owner // sent after the return, before the clock moved
+		b.clk.Set(at)
+		b.r.fire()
+		b.r.onOwner(ev)
+	}); err != nil {
+		b.t.Fatal(err)
+	}
+	b.sync()
+}
+
+// DL-33: a termination hook that returned before its deadline is
+// Completed, even if the loop first observes its return at or after that
+// deadline. T = 30 s, no reason: E = H = 30, one hook whose deadline is
+// Hk = 29.75.
+func TestDL33_HookReturnedBeforeItsDeadlineObservedLateIsCompleted(t *testing.T) {
+	hooking, release := make(chan time.Time, 1), make(chan struct{})
+	b := newRunnerBundle(t, func(ctx context.Context, a *Attempt) Result {
+		a.Enter("m", func(ctx context.Context, run *HookRun) error {
+			hooking <- run.Deadline()
+			<-release
+			return nil
+		})
+		return Result{} // its After never ran: the hook is eligible
+	})
+	if err := b.r.SetDispatch(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	deadline := <-hooking
+	if want := ts(deliveryTimeout - 250*time.Millisecond); !deadline.Equal(want) {
+		t.Fatalf("hook deadline %v, want %v", deadline, want)
+	}
+	b.observeLate(func() { close(release) }, deadline)
+	s := b.app.settlements()
+	if len(s) != 1 || s[0].Kind() != record.KindAttemptSucceeded {
+		t.Fatalf("settled %s %+v, want attempt_succeeded", s[0].Kind(), *outcomeOf(s[0].Body))
+	}
+	if o := outcomeOf(s[0].Body); strings.Join(o.TerminationExits, " ") != "completed" || o.Cleanup != "" {
+		t.Fatalf("%+v", *o)
+	}
+	if q := b.r.Quarantine(); q.Hooks != 0 {
+		t.Fatalf("%+v", q)
+	}
+}
+
+// DL-36: an attempt scope whose close returned before E' is closed, even
+// if the loop first observes its return at or after E'. T = 30 s, no
+// reason: E' = H = 30.
+func TestDL36_ScopeClosedBeforeEObservedLateIsClosed(t *testing.T) {
+	closing, release := make(chan struct{}, 1), make(chan struct{})
+	b := newRunnerBundle(t, func(ctx context.Context, a *Attempt) Result {
+		a.Scope().Register("r", closerFunc(func() error {
+			closing <- struct{}{}
+			<-release
+			return nil
+		}))
+		return Result{}
+	})
+	if err := b.r.SetDispatch(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	<-closing
+	b.observeLate(func() { close(release) }, ts(deliveryTimeout))
+	s := b.app.settlements()
+	if len(s) != 1 || s[0].Kind() != record.KindAttemptSucceeded {
+		t.Fatalf("settled %s %+v, want attempt_succeeded", s[0].Kind(), *outcomeOf(s[0].Body))
+	}
+	if o := outcomeOf(s[0].Body); o.Scope != scopeClosed || o.Cleanup != "" {
+		t.Fatalf("%+v", *o)
+	}
+	if q := b.r.Quarantine(); q.Scopes != 0 {
+		t.Fatalf("%+v", q)
+	}
+}
