@@ -248,29 +248,34 @@ func (r *Runner) Root() deadlines.Root {
 // [CodeReasonlessCancellation] is appended for every attempt it reaches
 // (DL-15). Force revokes no settlement authority (DL-41).
 func (r *Runner) Force(ctx context.Context, reason deadlines.Reason) error {
-	return r.call(ctx, func(now time.Time) {
-		r.runtime.record(reason, now)
-		rr, at, _ := r.runtime.Reason()
-		for _, exp := range sortedKeys(r.handlers) {
-			r.handlers[exp].cancel(&CancelReason{Reason: rr, At: at}) // WD-10: force ends them too
+	return r.call(ctx, func(now time.Time) { r.force(reason, now) })
+}
+
+// force is Force on the loop at now.
+func (r *Runner) force(reason deadlines.Reason, now time.Time) {
+	r.runtime.record(reason, now)
+	rr, at, _ := r.runtime.Reason()
+	for _, exp := range sortedKeys(r.handlers) {
+		r.handlers[exp].cancel(&CancelReason{Reason: rr, At: at}) // WD-10: force ends them too
+	}
+	for _, tok := range r.tokens() {
+		a, ok := r.attempts[tok]
+		if !ok {
+			continue
 		}
-		for _, tok := range r.tokens() {
-			a, ok := r.attempts[tok]
-			if !ok {
-				continue
+		// An attempt whose execution already returned keeps its result
+		// and its accounting: the reason is evidence of intent only
+		// (DL-19), and its cleanup is bounded by the root. So does one
+		// that returned before the runtime's reason and that the loop
+		// has yet to observe.
+		if a.phase == phaseRunning && !a.att.returnedBefore(at) && a.att.sig.record(rr, at) {
+			if r.runtime.defaultedReason() {
+				r.noteReasonless(a)
 			}
-			// An attempt whose execution already returned keeps its
-			// result and its accounting: the reason is evidence of intent
-			// only (DL-19), and its cleanup is bounded by the root.
-			if a.phase == phaseRunning && a.att.sig.record(rr, at) {
-				if r.runtime.defaultedReason() {
-					r.noteReasonless(a)
-				}
-				r.setCooperative(a)
-				r.supervise(a, now)
-			}
+			r.setCooperative(a)
+			r.supervise(a, now)
 		}
-	})
+	}
 }
 
 // CodeReasonlessCancellation is the code of the debug record appended when
@@ -423,16 +428,20 @@ func interrupted(sig *Signal) Result {
 func (r *Runner) supervise(a *attempt, now time.Time) {
 	switch a.phase {
 	case phaseRunning:
+		// An execution that returned before N, or before C, and that the
+		// loop observes only now, gets no reason after its return (DL-19)
+		// and keeps its result (DL-23): the result is queued (put never
+		// waits), and the owner takes it next.
 		if _, _, ok := a.att.sig.Reason(); !ok {
 			if n, why := a.budget.Notification(r.root); !now.Before(n) {
+				if a.att.returnedBefore(n) {
+					return
+				}
 				r.notify(a, why, n)
 			}
 		}
 		if !a.c.IsZero() && !now.Before(a.c) {
 			if a.att.returnedBefore(a.c) {
-				// DL-20, DL-23: the pipeline returned by C, and the loop
-				// observes it only now. Its result is queued (put never
-				// waits) and is kept: the owner takes it next.
 				return
 			}
 			r.abandon(a, now, CauseExecutionCancelled)

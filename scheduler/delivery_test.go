@@ -822,3 +822,84 @@ func TestDL36_ScopeClosedBeforeEObservedLateIsClosed(t *testing.T) {
 		t.Fatalf("%+v", q)
 	}
 }
+
+// DL-6, DL-19, DL-23: a reason recorded after the pipeline returned is not
+// its reason. An execution that returned an error before the graceful
+// cutoff G, and that the loop first observes at G, consumed its attempt:
+// it is retried, not released, and its settlement records no reason.
+// T = 30 s from 0; root of 30 s from 1: G = 29 = P.
+func TestDL23_ErrorReturnedBeforeNObservedAfterNConsumes(t *testing.T) {
+	release := make(chan struct{})
+	started := make(chan *Attempt, 1)
+	b := newRunnerBundle(t, func(ctx context.Context, a *Attempt) Result {
+		started <- a
+		<-release
+		return Result{Failure: &Failure{Code: "FLAKY"}}
+	})
+	if err := b.r.SetDispatch(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	a := <-started
+	if err := b.r.InstallRoot(context.Background(), deadlines.NewRoot(ts(time.Second), 30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	b.clk.Set(ts(28500 * time.Millisecond))
+	b.sync()
+	if err := b.r.Do(context.Background(), func(time.Time) {
+		close(release)
+		for !a.ExecutionReturned() { // the result is queued; the loop is here
+			runtime.Gosched()
+		}
+		b.clk.Set(ts(29 * time.Second))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	b.sync()
+	s := b.app.settlements()
+	if len(s) != 1 || s[0].Kind() != record.KindAttemptRetryScheduled {
+		t.Fatalf("settled %s %+v, want attempt_retry_scheduled", s[0].Kind(), *outcomeOf(s[0].Body))
+	}
+	if o := outcomeOf(s[0].Body); o.Code != "FLAKY" || o.Reason != "" || !o.Joined {
+		t.Fatalf("%+v", *o)
+	}
+	if _, _, ok := a.Signal().Reason(); ok {
+		t.Fatal("DL-19: a reason was recorded after the execution returned")
+	}
+}
+
+// DL-6, DL-19, DL-23: force reaches the attempts still running. One whose
+// execution returned an error before the force, and that the loop has yet
+// to observe, gets no reason: it consumed its attempt and is retried.
+func TestDL23_ErrorReturnedBeforeForceObservedAfterItConsumes(t *testing.T) {
+	release := make(chan struct{})
+	started := make(chan *Attempt, 1)
+	b := newRunnerBundle(t, func(ctx context.Context, a *Attempt) Result {
+		started <- a
+		<-release
+		return Result{Failure: &Failure{Code: "FLAKY"}}
+	})
+	if err := b.r.SetDispatch(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	a := <-started
+	b.clk.Set(ts(time.Second))
+	b.sync()
+	if err := b.r.Do(context.Background(), func(time.Time) {
+		close(release)
+		for !a.ExecutionReturned() { // the result is queued; the loop is here
+			runtime.Gosched()
+		}
+		b.clk.Set(ts(time.Second + time.Millisecond))
+		b.r.force(deadlines.ReasonForcedShutdown, b.clk.Now())
+	}); err != nil {
+		t.Fatal(err)
+	}
+	b.sync()
+	s := b.app.settlements()
+	if len(s) != 1 || s[0].Kind() != record.KindAttemptRetryScheduled {
+		t.Fatalf("settled %s %+v, want attempt_retry_scheduled", s[0].Kind(), *outcomeOf(s[0].Body))
+	}
+	if o := outcomeOf(s[0].Body); o.Code != "FLAKY" || o.Reason != "" {
+		t.Fatalf("%+v", *o)
+	}
+}
