@@ -258,6 +258,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 	e.m = scheduler.NewMachine(scheduler.Config{
 		Workers:         opts.Workers,
 		DeliveryTimeout: opts.DeliveryTimeout,
+		QueueJobFunc:    e.queueJob,
 		QueueOrder:      opts.Queues,
 		RegisteredFunc:  func(h string) bool { return e.handler(h) != nil },
 		NewIDFunc:       newID,

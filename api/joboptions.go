@@ -296,3 +296,11 @@ func (e *Engine) resolve(h *handlerEntry, o jobOptions) scheduler.EnqueueRequest
 		Unique: o.unique || h.opts.unique,
 	}
 }
+
+// queueJob returns the retry policy and delivery timeout of a job of queue
+// that sets none of its own (scheduler.Config.QueueJobFunc): the queue's
+// options over the engine's.
+func (e *Engine) queueJob(queue string) (record.RetryPolicy, time.Duration) {
+	req := e.resolve(&handlerEntry{}, jobOptions{queue: &queue})
+	return req.Retry, req.DeliveryTimeout
+}

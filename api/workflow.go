@@ -615,6 +615,8 @@ func (e *Engine) Register(w *Workflow) error {
 				Queue:       own.queue == nil && w.queue == nil,
 				Priority:    own.priority == nil && w.priority == nil,
 				MaxAttempts: own.maxAttempts == nil && w.maxAttempts == nil,
+				Backoff:     own.backoff == nil,
+				Timeout:     own.timeout == nil,
 			}
 			cs.Own = canonicalOptions(own)
 		}

@@ -1061,6 +1061,39 @@ func TestWF8_ChildInheritsQueuePriorityAndMaxAttempts(t *testing.T) {
 	b.checkReplay()
 }
 
+// A child's step job that runs on the queue it inherits gets that queue's
+// options where nothing more specific sets them, as every job of the queue
+// does: not those of the queue its own definition would have used.
+func TestWF8_WF22_ChildOnInheritedQueueTakesThatQueuesOptions(t *testing.T) {
+	b := setup(t, func(o *api.Options) {
+		o.QueueOptions = map[string]api.QueueOptions{"etl": {MaxAttempts: 7, DeliveryTimeout: 5 * time.Second,
+			Backoff: &api.BackoffPolicy{Kind: api.BackoffFixed, Base: 2 * time.Second}}}
+	})
+	ok := wfReturn(nil)
+	wfRegister(t, b.eng, api.NewWorkflow("child").Then("plain", ok).
+		Then("own", ok, api.MaxAttempts(1), api.DeliveryTimeout(time.Second)))
+	wfRegister(t, b.eng, api.NewWorkflow("capped").Then("plain", ok).MaxAttempts(4))
+	wfRegister(t, b.eng, api.NewWorkflow("parent").Then("mine", ok).SubWorkflow("sub", "child").
+		SubWorkflow("sub2", "capped").OnQueue("etl"))
+	b.start()
+	p := wfDispatch(b, "parent", api.State{})
+	b.idle()
+	wfWant(b, p, api.WorkflowCompleted)
+	recs := b.records()
+	var got []string
+	for _, id := range []string{p, wfChild(b, p, 1), wfChild(b, p, 2)} {
+		for _, e := range wfSteps(recs, id) {
+			got = append(got, fmt.Sprintf("%s:%s/%d/%s/%s", e.Handler, e.Queue, e.Retry.MaxAttempts,
+				time.Duration(e.Retry.BaseNanos), time.Duration(e.DeliveryTimeoutNanos)))
+		}
+	}
+	want := "parent/mine:etl/7/2s/5s child/plain:etl/7/2s/5s child/own:etl/1/2s/1s capped/plain:etl/4/2s/5s"
+	if strings.Join(got, " ") != want {
+		t.Fatalf("WF-8, WF-22:\n got %s\nwant %s", strings.Join(got, " "), want)
+	}
+	b.checkReplay()
+}
+
 func TestWF8_FailedOrCancelledChildFailsParentNamingIt(t *testing.T) {
 	b := setup(t, nil)
 	wfRegister(t, b.eng, api.NewWorkflow("child").WaitForSignal("go").

@@ -29,6 +29,13 @@ type Config struct {
 	Workers int
 	// DeliveryTimeout is used for jobs that recorded no timeout of their own.
 	DeliveryTimeout time.Duration
+	// QueueJobFunc returns the retry policy and the delivery timeout (0:
+	// DeliveryTimeout) of a job of queue that sets none of its own: the
+	// queue's options over the engine's (DL-2, DL-4). A sub-workflow's step
+	// job that runs on the queue it inherits from its parent takes them
+	// where its step sets none (WF-8, WF-22). Nil: the step's own resolution
+	// stands.
+	QueueJobFunc func(queue string) (record.RetryPolicy, time.Duration)
 	// QueueOrder lists queues to serve first, in order; other queues follow
 	// in name order (JB-2).
 	QueueOrder []string

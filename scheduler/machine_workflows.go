@@ -170,10 +170,28 @@ func (m *Machine) enter(d *Decision, now time.Time, w *replay.Workflow) {
 	step := &def.Steps[w.Step]
 	switch step.Kind {
 	case StepThen, StepParallel:
-		queue, prio, retry := step.Queue, step.Priority, step.Retry
+		queue, prio, retry, timeout := step.Queue, step.Priority, step.Retry, step.Timeout
 		inh := m.inherited(w)
 		if step.Inherit.Queue && inh.Queue != nil {
 			queue = *inh.Queue
+			if queue != step.Queue && m.cfg.QueueJobFunc != nil {
+				// The step's retry policy and timeout were resolved
+				// against the queue its definition names: on the queue
+				// it inherits, that queue's options apply instead, as to
+				// every other job of the queue (WF-22).
+				qr, qt := m.cfg.QueueJobFunc(queue)
+				n := retry.MaxAttempts
+				if step.Inherit.MaxAttempts {
+					n = qr.MaxAttempts
+				}
+				if step.Inherit.Backoff {
+					retry = qr
+				}
+				retry.MaxAttempts = n
+				if step.Inherit.Timeout {
+					timeout = qt
+				}
+			}
 		}
 		if step.Inherit.Priority && inh.Priority != nil {
 			prio = *inh.Priority
@@ -188,7 +206,7 @@ func (m *Machine) enter(d *Decision, now time.Time, w *replay.Workflow) {
 			}
 			m.enqueue(d, now, EnqueueRequest{
 				Handler: h, Queue: queue, Priority: prio, Retry: retry,
-				DeliveryTimeout: step.Timeout, WorkflowID: w.ID, Step: w.Step, Branch: int32(i),
+				DeliveryTimeout: timeout, WorkflowID: w.ID, Step: w.Step, Branch: int32(i),
 			})
 		}
 		if !w.Entered { // every branch had succeeded already

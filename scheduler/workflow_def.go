@@ -58,6 +58,14 @@ type StepDef struct {
 // Inheritable lists the job options a sub-workflow inherits (WF-8).
 type Inheritable struct {
 	Queue, Priority, MaxAttempts bool
+	// Backoff and Timeout mark a step's backoff and delivery timeout that
+	// came from its queue's options or the engine's, not from the step: a
+	// sub-workflow's step that runs on the queue it inherits takes that
+	// queue's instead, as every job of the queue does (WF-22, DL-2, DL-4).
+	// They are left out of the definition's encoding, and so of its hash,
+	// which the step's own options already determine.
+	Backoff bool `msgpack:"-"`
+	Timeout bool `msgpack:"-"`
 }
 
 // JobDefaults are a workflow's own workflow-wide job options; nil fields
