@@ -1542,6 +1542,58 @@ func TestWD7_WaitImpossibleAfterTheDeadlineExpires(t *testing.T) {
 	b.checkReplay()
 }
 
+// A step that completes at or after deadline_at with an output that cannot
+// be stored (a wait's result nested too deep, branch outputs too large to
+// merge) fails the workflow by its deadline, with its handler, as any
+// other completion past deadline_at does: the output never decides the
+// outcome.
+func TestWD7_UnstorableOutputPastTheDeadlineExpires(t *testing.T) {
+	b := setup(t, func(o *api.Options) {
+		o.DeadlineCheckInterval, o.DeliveryTimeout = wdNever, wdSlow
+		o.RecordBytesMax, o.PayloadBytesMax = 64<<20, 8<<20
+	})
+	spy := newSpy()
+	spy.register(t, b.eng, "cleanup")
+	g := newGate()
+	const branch = 7 << 20 // three take 21 MiB, past record.ValueBytesMax
+	big := func(k string) api.StepFunc { return g.step(api.State{k: strings.Repeat("s", branch)}, nil) }
+	wfRegister(t, b.eng, api.NewWorkflow("dep").WaitForSignal("go"))
+	wfRegister(t, b.eng, api.NewWorkflow("sig").WaitForSignal("s").Into("r").
+		MustCompleteWithin(time.Hour).OnDeadline("cleanup"))
+	wfRegister(t, b.eng, api.NewWorkflow("join").WaitForWorkflowsIn(api.All(), "deps").Into("r").
+		MustCompleteWithin(time.Hour).OnDeadline("cleanup"))
+	wfRegister(t, b.eng, api.NewWorkflow("wide").Parallel("p", big("k1"), big("k2"), big("k3")).
+		MustCompleteWithin(time.Hour).OnDeadline("cleanup"))
+	b.start()
+	sig := wfDispatch(b, "sig", api.State{})
+	dep := wfDispatch(b, "dep", api.State{"k": nest(29)})
+	join := wfDispatch(b, "join", api.State{"deps": []any{dep}})
+	wide := wfDispatch(b, "wide", api.State{})
+	for range 3 {
+		g.wait()
+	}
+	b.advance(2 * time.Hour) // the waits stay (WD-11), the branches run on
+	wfWant(b, sig, api.WorkflowWaitingSignal)
+	wfWant(b, join, api.WorkflowWaitingWorkflows)
+	if err := b.eng.Signal(b.ctx, sig, "s", api.State{"k": nest(31)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.eng.Signal(b.ctx, dep, "go", nil); err != nil {
+		t.Fatal(err)
+	}
+	g.open()
+	b.idle()
+	at := t0.Add(2 * time.Hour)
+	for _, id := range []string{sig, join, wide} {
+		wdFailedByDeadline(b, id)
+		wdOneExpiry(b, id, "step_boundary", at, at)
+	}
+	for range 3 {
+		<-spy.calls
+	}
+	b.checkReplay()
+}
+
 // WF-10: a workflow waiting for itself can never see itself finish: the
 // wait is impossible and fails the workflow at once, naming the cause,
 // instead of waiting forever (its deadline would never catch it, WD-11).

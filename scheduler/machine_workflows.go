@@ -344,11 +344,12 @@ func mergeBranchesOneByOne(w *replay.Workflow) ([]byte, error) {
 }
 
 // completeBranches completes the current step with its branches' merged
-// outputs, or fails the workflow if they cannot be merged.
+// outputs, or fails the workflow if they cannot be merged (by its
+// deadline at or after deadline_at, WD-7).
 func (m *Machine) completeBranches(d *Decision, now time.Time, w *replay.Workflow) {
 	out, err := mergeBranches(w)
 	if err != nil {
-		m.fail(d, now, w, fmt.Sprintf("%s: outputs cannot be merged: %v", m.stepLabel(w), err))
+		m.failStep(d, now, w, fmt.Sprintf("%s: outputs cannot be merged: %v", m.stepLabel(w), err))
 		return
 	}
 	m.completeStep(d, now, w, out, nil)
@@ -928,7 +929,8 @@ func (m *Machine) neverMet(w *replay.Workflow, need int, ids []string, deps []de
 }
 
 // failStep fails w because its current step ended in failure at now: a
-// child failed or was cancelled, a wait became impossible. At or after
+// child failed or was cancelled, a wait became impossible, the step's
+// output (merged branches, a wait's result) cannot be stored. At or after
 // deadline_at the workflow fails by its deadline instead, with its
 // expiry records and on-deadline handler, as a failing step attempt does
 // (WD-7: a step that ends at or after the deadline never decides the
@@ -1174,7 +1176,7 @@ func (m *Machine) settleWorkflowsWait(d *Decision, now time.Time, w *replay.Work
 			}
 			var err error
 			if out, err = replay.EncodeState(map[string]any{step.ResultKey: result}); err != nil {
-				m.fail(d, now, w, fmt.Sprintf("step %q: the result cannot be stored under %q: %v", step.Name, step.ResultKey, err))
+				m.failStep(d, now, w, fmt.Sprintf("step %q: the result cannot be stored under %q: %v", step.Name, step.ResultKey, err))
 				return true
 			}
 		}
@@ -1205,7 +1207,7 @@ func (m *Machine) settleSignals(d *Decision, now time.Time, w *replay.Workflow, 
 	case !ok:
 		return false
 	case err != nil:
-		m.fail(d, now, w, err.Error())
+		m.failStep(d, now, w, err.Error())
 	case waiting:
 		m.resumeWait(d, now, w, "signal", out, consumed)
 	default:
