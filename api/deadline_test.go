@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -1539,6 +1540,50 @@ func TestWD7_WaitImpossibleAfterTheDeadlineExpires(t *testing.T) {
 	wdFailedByDeadline(b, join)
 	wdOneExpiry(b, join, "step_boundary", t0.Add(2*time.Hour), t0.Add(2*time.Hour))
 	<-spy.calls
+	b.checkReplay()
+}
+
+// A Parallel branch whose attempt succeeds at or after deadline_at expires
+// the workflow in its settlement's append, as the last branch's would and
+// as a failing branch's does: the other branches' pending jobs are buried
+// with "Deadline exceeded" instead of running past the deadline.
+func TestWD7_BranchSucceedingPastTheDeadlineExpiresTheWorkflow(t *testing.T) {
+	b := setup(t, func(o *api.Options) {
+		o.DeadlineCheckInterval, o.DeliveryTimeout, o.Workers = wdNever, wdSlow, 1
+		o.Backoff = api.BackoffPolicy{Kind: api.BackoffFixed, Base: 300 * time.Second}
+	})
+	spy := newSpy()
+	spy.register(t, b.eng, "cleanup")
+	g := newGate()
+	var runs atomic.Int32
+	flaky := func(context.Context, *api.Delivery, api.State) (api.State, error) {
+		runs.Add(1)
+		return nil, errors.New("flaky")
+	}
+	// One worker: the flaky branch runs and settles (retry in 5 min)
+	// before the gated one starts.
+	wfRegister(t, b.eng, api.NewWorkflow("wide").Parallel("p", flaky, g.step(api.State{"a": 1}, nil)).
+		MustCompleteWithin(time.Minute).OnDeadline("cleanup"))
+	b.start()
+	id := wfDispatch(b, "wide", api.State{})
+	g.wait()
+	b.clk.Advance(2 * time.Minute)
+	g.open()
+	b.idle()
+	info := wdFailedByDeadline(b, id)
+	at := t0.Add(2 * time.Minute)
+	wdOneExpiry(b, id, "step_boundary", at, at)
+	if info.State["a"] != nil {
+		t.Fatalf("WD-7: the branch's output was merged: %+v", info.State)
+	}
+	if !wfHasRun(wfStream(b.records(), id), "attempt_succeeded", "workflow_failed", "workflow_deadline_exceeded", "job_buried") {
+		t.Fatalf("WD-7: %v", wfStream(b.records(), id))
+	}
+	<-spy.calls
+	b.advance(10 * time.Minute)
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("WD-7: the other branch ran %d times, want once (before the deadline)", n)
+	}
 	b.checkReplay()
 }
 

@@ -146,7 +146,14 @@ func (m *Machine) Settle(now time.Time, res Result) (Decision, error) {
 				m.enqueue(&d, now, fu)
 			}
 		}
-		if live {
+		switch {
+		case live && w.DeadlineAt != 0 && !now.Before(time.Unix(0, w.DeadlineAt)):
+			// WD-7: a branch succeeding at or after deadline_at expires
+			// the workflow, whether or not it was the step's last, as a
+			// failing one does: its siblings' pending jobs are buried,
+			// not run past the deadline.
+			m.expire(&d, now, w, DetectedByStepBoundary)
+		case live:
 			m.stepSucceeded(&d, now, w)
 		}
 		return d, nil
