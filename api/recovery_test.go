@@ -195,6 +195,46 @@ func TestWF20_DL44_CrashExhaustedStepFailsItsWorkflow(t *testing.T) {
 	b.checkReplay()
 }
 
+// WD-7, WD-19, DL-44: a step job whose attempt a crash lost with no
+// attempts left, found at a recovery at or after its workflow's
+// deadline_at, is a step failing past the deadline: the workflow fails by
+// its deadline, with its on-deadline handler, not with the crash's error.
+func TestWD7_WD19_CrashExhaustedStepPastTheDeadlineExpiresTheWorkflow(t *testing.T) {
+	b := setup(t, func(o *api.Options) { o.DeadlineCheckInterval, o.DeliveryTimeout = wdNever, wdSlow })
+	started := make(chan struct{}, 1)
+	block := make(chan struct{})
+	defer close(block)
+	blocked := func(context.Context, *api.Delivery, api.State) (api.State, error) {
+		started <- struct{}{}
+		<-block
+		return nil, nil
+	}
+	spy := newSpy()
+	register := func(eng *api.Engine) {
+		spy.register(t, eng, "cleanup")
+		wfRegister(t, eng, api.NewWorkflow("flow").MaxAttempts(1).Then("a", blocked).
+			MustCompleteWithin(time.Minute).OnDeadline("cleanup"))
+	}
+	register(b.eng)
+	b.start()
+	id := wfDispatch(b, "flow", api.State{})
+	<-started
+	b.clk.Advance(2 * time.Minute)
+	abandonLikeACrash(b)
+	b.open()
+	register(b.eng)
+	wdFailedByDeadline(b, id)
+	at := t0.Add(2 * time.Minute)
+	wdOneExpiry(b, id, "", at, at)
+	if j := b.status(b.stepJob("flow/a")); j.Status != api.JobBuried || j.LastError != "Deadline exceeded" {
+		t.Fatalf("WD-7: the lost step job: %+v", j)
+	}
+	b.start()
+	b.idle()
+	<-spy.calls
+	b.checkReplay()
+}
+
 // WF-20: a lost step job of a workflow that was cancelled meanwhile is
 // buried at recovery, not left pending for good.
 func TestWF20_DL44_LostStepOfACancelledWorkflowIsBuried(t *testing.T) {

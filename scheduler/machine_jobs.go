@@ -337,7 +337,7 @@ func (m *Machine) ResumeQueue(queue string) Decision {
 // run_started, which makes the jobs of attempts left open by a crash
 // pending again, and a job_buried for each of those whose consumed count
 // already reached its MaxAttempts, with its workflow's failure for a step
-// job (WF-20). A lost step job whose workflow has moved on (failed,
+// job (WF-20), or its expiry at or after its deadline_at (WD-7). A lost step job whose workflow has moved on (failed,
 // cancelled, or past its step) is buried too, as its attempt's settlement
 // would have buried it (WF-20); held, it would stay pending for good.
 // Dispatch starts nothing before it. notes are engine-stream records to
@@ -388,6 +388,14 @@ func (m *Machine) Recover(now time.Time, runID, version string, notes ...record.
 				sum.Status, sum.LastCode, sum.LastError = replay.JobBuried, CodeInterruptedByCrash, msg
 				m.indexJob(&d, now, sum, m.nextSeq-1)
 			}
+			continue
+		}
+		if live && w.DeadlineAt != 0 && !now.Before(time.Unix(0, w.DeadlineAt)) {
+			// WD-7, WD-19: a step attempt lost for good, found at or
+			// after deadline_at, is a step failing past the deadline:
+			// the workflow fails by its deadline, which buries this job
+			// with the others pending (WD-8), as a settlement would.
+			m.expire(&d, now, w, DetectedByStepBoundary)
 			continue
 		}
 		m.buryJob(&d, now, j, CodeInterruptedByCrash, "attempt interrupted by a crash and attempts are exhausted")
