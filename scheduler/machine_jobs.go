@@ -160,11 +160,12 @@ func (m *Machine) Settle(now time.Time, res Result) (Decision, error) {
 	}
 	out.Code, out.Error, out.Class, out.Stack = f.Code, f.Message, f.Class.String(), f.Stack
 	switch {
-	case f.Release:
-		m.emit(&d, j.Stream, &record.AttemptReleased{Outcome: out, AvailableAt: now.UnixNano()})
 	case j.WorkflowID != "" && !live:
 		// WF-20, WD-9: the workflow moved on; a failure is buried with the
-		// workflow's error instead of being retried. A workflow that left
+		// workflow's error instead of being retried, and so is a release
+		// (DL-23), which would make the job pending again: held for good
+		// once the workflow left the state, or run beside the job a retry
+		// of the workflow enqueues for its branch. A workflow that left
 		// the state (completed, cancelled) can never run the job again:
 		// it leaves the state too, its summary going to the terminal
 		// index (RL-11).
@@ -177,6 +178,8 @@ func (m *Machine) Settle(now time.Time, res Result) (Decision, error) {
 			sum.Attempts, sum.Consumed = j.Attempts, j.Consumed
 			m.indexJob(&d, now, sum, m.nextSeq-1)
 		}
+	case f.Release:
+		m.emit(&d, j.Stream, &record.AttemptReleased{Outcome: out, AvailableAt: now.UnixNano()})
 	case live && w.DeadlineAt != 0 && !now.Before(time.Unix(0, w.DeadlineAt)):
 		// WD-7: a step failing at or after deadline_at is not retried.
 		out.Code, out.Error = CodeDeadlineExceeded, MsgDeadlineExceeded

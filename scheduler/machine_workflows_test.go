@@ -410,6 +410,46 @@ func TestWF20_AttemptsOfACancelledWorkflowSettleWithoutEffect(t *testing.T) {
 	b.replayed()
 }
 
+// WF-20, WF-18, RL-11: an attempt released (DL-23: a shutdown cut it)
+// after its workflow left running/paused is buried with the workflow's
+// error, as a failure then is, instead of going back to pending: a
+// cancelled workflow's job would stay pending in the state for good, and
+// a failed one's would run again beside the job a retry of the workflow
+// enqueues for its branch.
+func TestWF20_AttemptReleasedAfterItsWorkflowLeftIsBuried(t *testing.T) {
+	t.Parallel()
+	b := defsBundle(t, nil, []*WorkflowDef{parallel(0)})
+	released := &Failure{Code: "E_CUT", Message: "cut", Release: true}
+
+	// A cancelled workflow: the job leaves the state with its summary.
+	id := b.startFlow(t0, "par")
+	st := b.dispatch(t0)
+	b.must(b.m.Cancel(t0, id))
+	d := b.settle(t0, Result{Token: st[0].Token, Failure: released})
+	wantKinds(t, d, record.KindAttemptBuried)
+	if ab := d.Records[0].Body.(*record.AttemptBuried); !ab.Final || ab.Error != "workflow ended" {
+		t.Fatalf("attempt_buried = %+v, want final with the workflow's end", ab)
+	}
+	if _, ok := b.m.State().Jobs[st[0].Job.ID]; ok {
+		t.Fatal("the released job of a cancelled workflow stays in the state")
+	}
+
+	// A failed workflow: its retry runs the branch once, in a new job.
+	id = b.startFlow(t0, "par")
+	st = b.dispatch(t0)
+	b.settle(t0, Result{Token: st[1].Token, Failure: fail(Permanent)})
+	d = b.settle(t0, Result{Token: st[0].Token, Failure: released})
+	wantKinds(t, d, record.KindAttemptBuried)
+	if j := b.job(st[0].Job.ID); j.Status != replay.JobBuried || j.LastError != "boom" {
+		t.Fatalf("job = %+v, want buried with the workflow's error", j)
+	}
+	b.must(b.m.RetryWorkflow(ts(time.Minute), id))
+	if again := b.dispatch(ts(time.Minute)); len(again) != 2 || again[0].Job.ID == st[0].Job.ID || again[1].Job.ID == st[0].Job.ID {
+		t.Fatalf("after the retry started %v, want the two new jobs only", ids(again))
+	}
+	b.replayed()
+}
+
 // WF-6: a WaitForSignal in mode Any takes the oldest stored signal of its
 // names, and leaves the others stored.
 func TestWF6_AnyWaitConsumesTheOldestStoredSignal(t *testing.T) {
