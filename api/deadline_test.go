@@ -1587,6 +1587,38 @@ func TestWD7_BranchSucceedingPastTheDeadlineExpiresTheWorkflow(t *testing.T) {
 	b.checkReplay()
 }
 
+// The jobs a step attempt enqueues with its success (Delivery.Enqueue) go
+// with its output: a success at or after deadline_at enqueues none of
+// them, as a success the periodic check overtook enqueues none (WD-9), so
+// that the outcome does not hang on which of the two noticed first.
+func TestWD7_SuccessPastTheDeadlineEnqueuesNoFollowUp(t *testing.T) {
+	b := setup(t, func(o *api.Options) { o.DeadlineCheckInterval, o.DeliveryTimeout = wdNever, wdSlow })
+	if err := api.Handle(b.eng, "mail", func(context.Context, *api.Delivery, msg) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	g := newGate()
+	wfRegister(t, b.eng, api.NewWorkflow("import").
+		Then("fetch", func(ctx context.Context, d *api.Delivery, st api.State) (api.State, error) {
+			if err := d.Enqueue("mail", msg{}); err != nil {
+				return nil, err
+			}
+			return g.step(api.State{"rows": 1}, nil)(ctx, d, st)
+		}).MustCompleteWithin(time.Minute))
+	b.start()
+	id := wfDispatch(b, "import", api.State{})
+	g.wait()
+	b.clk.Advance(2 * time.Minute)
+	g.open()
+	b.idle()
+	wdFailedByDeadline(b, id)
+	for _, e := range wfBodies[*record.JobEnqueued](b.records()) {
+		if e.Handler == "mail" {
+			t.Fatalf("WD-7: the success past the deadline enqueued its follow-up %s", e.JobID)
+		}
+	}
+	b.checkReplay()
+}
+
 // A step that completes at or after deadline_at with an output that cannot
 // be stored (a wait's result nested too deep, branch outputs too large to
 // merge) fails the workflow by its deadline, with its handler, as any

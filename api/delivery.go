@@ -96,7 +96,10 @@ func (d *Delivery) Value(key string) (any, bool) { return d.a.Value(key) }
 
 // Enqueue adds a job to enqueue in the same atomic append as this
 // attempt's successful settlement: it is enqueued if and only if the
-// attempt succeeds. Its validation error, if any, is returned at once.
+// attempt succeeds, and, for a workflow step, if its success counts for
+// the step: not once the workflow left running or paused (WF-20), nor at
+// or after its deadline_at (WD-7). Its validation error, if any, is
+// returned at once.
 //
 // One attempt enqueues at most [FollowUpsMax] jobs, whose payloads
 // together take at most twice Options.PayloadBytesMax: the settlement and

@@ -140,18 +140,22 @@ func (m *Machine) Settle(now time.Time, res Result) (Decision, error) {
 		if v, err := replay.EncodeSummary(summary); err == nil {
 			d.Index = append(d.Index, IndexEntry{ID: j.ID, Value: v})
 		}
-		// WF-20: a late step success enqueues nothing, follow-ups included.
-		if j.WorkflowID == "" || live {
+		// WD-7: a branch succeeding at or after deadline_at expires the
+		// workflow, whether or not it was the step's last, as a failing
+		// one does: its siblings' pending jobs are buried, not run past
+		// the deadline.
+		expired := live && w.DeadlineAt != 0 && !now.Before(time.Unix(0, w.DeadlineAt))
+		// WF-20: a late step success enqueues nothing, follow-ups
+		// included; nor does one past deadline_at, whose output is
+		// discarded as a late one's is (WD-7, WD-9), whichever of the
+		// check and the settlement notices the expiry first.
+		if j.WorkflowID == "" || live && !expired {
 			for _, fu := range res.FollowUps {
 				m.enqueue(&d, now, fu)
 			}
 		}
 		switch {
-		case live && w.DeadlineAt != 0 && !now.Before(time.Unix(0, w.DeadlineAt)):
-			// WD-7: a branch succeeding at or after deadline_at expires
-			// the workflow, whether or not it was the step's last, as a
-			// failing one does: its siblings' pending jobs are buried,
-			// not run past the deadline.
+		case expired:
 			m.expire(&d, now, w, DetectedByStepBoundary)
 		case live:
 			m.stepSucceeded(&d, now, w)
