@@ -50,3 +50,29 @@ func TestJB5_UniqueWithMapPayload(t *testing.T) {
 	}
 	b.checkReplay()
 }
+
+// TestJB5_UniqueStructAndMapAreOnePayload: the canonical encoding sorts a
+// struct's fields too, so a struct whose fields are not declared in key
+// order and a map holding the same fields are one payload: the map's
+// unique Enqueue returns the struct's job and appends nothing.
+func TestJB5_UniqueStructAndMapAreOnePayload(t *testing.T) {
+	b := setup(t, nil)
+	type mail struct {
+		To string `msgpack:"to"`
+		Cc string `msgpack:"cc"`
+	}
+	if err := api.Handle(b.eng, "mail", func(ctx context.Context, d *api.Delivery, in mail) error {
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	first := b.enqueue("mail", mail{To: "a@x", Cc: "b@x"}, api.Unique())
+	before := b.lastSeq()
+	if again := b.enqueue("mail", map[string]any{"cc": "b@x", "to": "a@x"}, api.Unique()); again != first {
+		t.Fatalf("the map's unique enqueue: id %s, the struct's %s", again, first)
+	}
+	if b.lastSeq() != before {
+		t.Fatalf("the map's unique enqueue appended: seq %d -> %d", before, b.lastSeq())
+	}
+	b.checkReplay()
+}

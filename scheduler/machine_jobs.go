@@ -30,9 +30,22 @@ type EnqueueRequest struct {
 }
 
 // UniqueKey returns the JB-5 key of a job: the handler name plus the
-// SHA-256 of the payload's canonical encoding.
+// SHA-256 of the payload's canonical encoding, every map's keys sorted
+// ([record.SortedValue]), so that a struct and a map with its fields are
+// one payload.
 func UniqueKey(handler string, payload []byte) string {
-	sum := sha256.Sum256(payload)
+	return payloadKey(handler, record.SortedValue(payload))
+}
+
+// legacyUniqueKey is the key earlier builds journaled: the SHA-256 of the
+// payload as encoded, struct fields in declaration order. A job pending
+// under it still holds its payload's key (JB-5).
+func legacyUniqueKey(handler string, payload []byte) string {
+	return payloadKey(handler, payload)
+}
+
+func payloadKey(handler string, b []byte) string {
+	sum := sha256.Sum256(b)
 	return handler + ":" + hex.EncodeToString(sum[:])
 }
 
@@ -51,6 +64,11 @@ func (m *Machine) enqueue(d *Decision, now time.Time, req EnqueueRequest) string
 		key = UniqueKey(req.Handler, req.Payload)
 		if id, ok := m.st.Unique[key]; ok {
 			return id
+		}
+		if old := legacyUniqueKey(req.Handler, req.Payload); old != key {
+			if id, ok := m.st.Unique[old]; ok {
+				return id
+			}
 		}
 	}
 	id := m.cfg.NewIDFunc("job_", now)

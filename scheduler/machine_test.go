@@ -763,3 +763,45 @@ func TestPolicyRoundTrip(t *testing.T) {
 		t.Fatalf("retryDelay without pick = %v", d)
 	}
 }
+
+// JB-5: the key hashes the payload's canonical encoding, every map's keys
+// sorted: a struct whose fields are not in key order and a map holding
+// the same fields are one payload. A job an earlier build journaled under
+// the hash of the payload as encoded still holds its key for the payload
+// it was enqueued with.
+func TestJB5_UniqueKeyIsTheCanonicalEncoding(t *testing.T) {
+	t.Parallel()
+	// {"to": "a", "cc": "b"}, as a struct declaring To before Cc encodes
+	// it, and the same map with its keys sorted, as a map encodes it.
+	asStruct := []byte{0x82, 0xa2, 't', 'o', 0xa1, 'a', 0xa2, 'c', 'c', 0xa1, 'b'}
+	asMap := []byte{0x82, 0xa2, 'c', 'c', 0xa1, 'b', 0xa2, 't', 'o', 0xa1, 'a'}
+	if UniqueKey("h", asStruct) != UniqueKey("h", asMap) {
+		t.Fatalf("a struct and a map with its fields have keys %s and %s", UniqueKey("h", asStruct), UniqueKey("h", asMap))
+	}
+	if UniqueKey("h", asStruct) == UniqueKey("h", []byte{0x82, 0xa2, 't', 'o', 0xa1, 'b', 0xa2, 'c', 'c', 0xa1, 'a'}) {
+		t.Fatal("two payloads with their values swapped have one key")
+	}
+
+	b := setup(t, nil)
+	b.recover(t0)
+	u := req("h")
+	u.Unique, u.Payload = true, asStruct
+	first := b.enqueue(t0, u)
+	u.Payload = asMap
+	if d, id := b.m.Enqueue(t0, u); id != first || !d.Empty() {
+		t.Fatalf("the map's enqueue = %s deciding %v, want %s and nothing", id, kinds(d), first)
+	}
+
+	// A journal of an earlier build: the job's key is the hash of the
+	// struct's bytes as they were encoded.
+	var j journal
+	j.add("job_old", &record.JobEnqueued{JobID: "job_old", Handler: "h", Queue: "default", AvailableAt: t0.UnixNano(),
+		Retry: record.RetryPolicy{MaxAttempts: 3}, UniqueKey: legacyUniqueKey("h", asStruct), Payload: asStruct})
+	old := setup(t, j.recs)
+	old.recover(t0)
+	u.Payload = asStruct
+	if d, id := old.m.Enqueue(t0, u); id != "job_old" || !d.Empty() {
+		t.Fatalf("enqueue over the earlier build's job = %s deciding %v, want job_old and nothing", id, kinds(d))
+	}
+	old.replayed()
+}

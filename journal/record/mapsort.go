@@ -46,6 +46,24 @@ import (
 // TextMarshaler, or a type registered with msgpack.Register) are the
 // type's responsibility and are not looked into.
 
+// SortedValue returns the canonical form of b, a value [EncodeValue]
+// wrote: the same bytes with the entries of every map sorted in the order
+// above, struct fields included. Equal values of different shapes (a
+// struct and a map holding its fields, two structs declaring their fields
+// in another order) have one canonical form: it is what a unique job's
+// key hashes (JB-5). Bytes that fail the pre-scan are returned as they
+// are.
+func SortedValue(b []byte) []byte {
+	if Prescan(b, true) != nil {
+		return b
+	}
+	c, err := canonicalTimestamps(b)
+	if err != nil {
+		return b
+	}
+	return sortMaps(c)
+}
+
 // sortMaps returns a copy of b, one well-formed msgpack value (pre-scanned,
 // timestamps canonical), with the entries of every map sorted.
 func sortMaps(b []byte) []byte {
