@@ -1432,7 +1432,8 @@ func TestWF17_CancelBuriesPendingJobsAndDiscardsRunningResults(t *testing.T) {
 		t.Fatalf("WF-17: cancel append %v", names)
 	}
 	buried := wfBodies[*record.JobBuried](b.records())
-	if len(buried) != 1 || buried[0].Error != "Workflow cancelled" {
+	// The code says why, as the message does: the workflow did not fail.
+	if len(buried) != 1 || buried[0].Error != "Workflow cancelled" || buried[0].Code != "WORKFLOW_CANCELLED" {
 		t.Fatalf("WF-17: %+v", buried)
 	}
 	g.open()

@@ -18,7 +18,9 @@ const (
 	MsgWorkflowCancelled = "Workflow cancelled" // WF-17
 	CodeDeadlineExceeded = "DEADLINE_EXCEEDED"
 	CodeWorkflowFailed   = "WORKFLOW_FAILED"
-	CodeWorkflowEnded    = "WORKFLOW_ENDED"
+	// CodeWorkflowCancelled is the code of the job_buried a cancel
+	// appends for each pending job of the workflow (WF-17).
+	CodeWorkflowCancelled = "WORKFLOW_CANCELLED"
 )
 
 // Detection sources of workflow_deadline_exceeded (WD-8).
@@ -1415,7 +1417,7 @@ func (m *Machine) Cancel(now time.Time, id string) (Decision, error) {
 	sum.Seq = m.nextSeq - 1
 	m.indexWorkflow(&d, sum)
 	m.indexJobs(&d, now, buried, sum.Seq)
-	m.buryPending(&d, now, w.ID, CodeWorkflowFailed, MsgWorkflowCancelled, true)
+	m.buryPending(&d, now, w.ID, CodeWorkflowCancelled, MsgWorkflowCancelled, true)
 	m.react(&d, now, w, replay.WorkflowCancelled, sum.State, "cancelled")
 	return d, nil
 }
