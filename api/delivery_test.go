@@ -81,16 +81,31 @@ func (p *probe) ret(err error) { p.do(func(context.Context) error { return err }
 
 // free lets every still-running probe return nil when the test ends.
 func (p *probe) free(t *testing.T) {
-	t.Cleanup(func() {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		for _, ch := range p.acts {
-			select {
-			case ch <- func(context.Context) error { return nil }:
-			default:
-			}
+	t.Cleanup(p.returnAll)
+}
+
+// returnAll makes every attempt of the probe still blocked return nil.
+func (p *probe) returnAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, ch := range p.acts {
+		select {
+		case ch <- func(context.Context) error { return nil }:
+		default:
 		}
-	})
+	}
+}
+
+// returnAbandoned makes every attempt of the probe still blocked return,
+// after the engine abandoned them, and waits until the engine saw them
+// return: a graceful shutdown waits for abandoned goroutines until G
+// (SD-13), so a test that reopens lets them return first.
+func (b *testBundle) returnAbandoned(p *probe) {
+	b.t.Helper()
+	p.returnAll()
+	if err := api.WaitQuarantine(b.eng); err != nil {
+		b.t.Fatal(err)
+	}
 }
 
 // moveTo moves the clock to origin+d and waits until the engine acted on
@@ -389,6 +404,7 @@ func TestDL6_WhatConsumesAnAttempt(t *testing.T) {
 	if j := b.status(id); j.Consumed != 1 || j.Status != api.JobPending {
 		t.Fatalf("#2 released: %+v", j)
 	}
+	b.returnAbandoned(p)
 	b.reopen(register)
 	b.start()
 	for range 2 {
@@ -1922,6 +1938,7 @@ func TestDL45_ReplayIsDeterministic(t *testing.T) {
 	b.moveTo(t0, ms(1625))
 	b.idle()
 	before := b.status(id)
+	b.returnAbandoned(p) // fenced out: it changes nothing
 	b.reopen(register)
 	if after := b.status(id); after.Consumed != before.Consumed || after.LastCode != before.LastCode ||
 		!after.AvailableAt.Equal(before.AvailableAt) {

@@ -98,3 +98,7 @@ func SetInitiatedHook(f func()) { testHookInitiated = f }
 // ErrQueuesWithheld is close evidence's error when the drain was not
 // reconciled.
 var ErrQueuesWithheld = errQueuesWithheld
+
+// SetDrainJoinHook sets testHookDrainJoin; nil clears it. Tests using it
+// must not run in parallel.
+func SetDrainJoinHook(f func()) { testHookDrainJoin = f }

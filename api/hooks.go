@@ -31,3 +31,9 @@ var testHookSnapshotWrite func(seq uint64)
 // snapshot goroutine as it starts, before it waits for the snapshot
 // launched before it.
 var testHookSnapshotStart func(seq uint64)
+
+// testHookDrainJoin, when set by a test, runs when a shutdown's drain has
+// seen every started attempt settled and goes on to wait for the
+// goroutines that have not returned yet (SD-13): a test releases one
+// there, while the drain waits for it.
+var testHookDrainJoin func()

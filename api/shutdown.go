@@ -161,10 +161,19 @@ func (s shutdownEngine) CloseAdmission() int {
 }
 
 func (s shutdownEngine) Drain(ctx context.Context) error {
-	// Goroutines abandoned before the shutdown are not waited for here:
-	// they stay counted in Counters.Quarantined, which keeps the drain
-	// unreconciled and the report Incomplete (SD-37).
-	return s.e.r.Drain(ctx)
+	if err := s.e.r.Drain(ctx); err != nil {
+		return err
+	}
+	// SD-13: the drain is over once every goroutine has returned too,
+	// those abandoned before the shutdown included (DL-26): one that
+	// returns before G leaves nothing quarantined, and the owned resources
+	// it may use can be closed (SD-18). One that never returns holds the
+	// drain until G, and the force path's joins until their deadline; it
+	// stays quarantined and the report Incomplete (SD-37).
+	if h := testHookDrainJoin; h != nil {
+		h()
+	}
+	return s.e.r.WaitQuarantine(ctx)
 }
 
 func (s shutdownEngine) ForceAttempts(reason deadlines.Reason, at time.Time) time.Time {
