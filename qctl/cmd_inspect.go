@@ -260,9 +260,18 @@ func nonNil(s []string) []string {
 	return s
 }
 
-// reportJSON renders a run's shutdown report.
+// reportJSON renders a run's shutdown report. A shutdown that began and
+// published no report has completion "", never a success (SD-26), and
+// what its shutdown_initiated says.
 func reportJSON(run *replay.Run) object {
 	r := run.Shutdown.Report
+	if r == nil {
+		s := run.Shutdown.Initiated
+		return object{
+			{"run_id", run.RunID}, {"completion", ""}, {"forced", run.Shutdown.Forced}, {"trigger", s.Trigger},
+			{"initiated_at", jsonTime(s.StartAt)}, {"budget_ns", s.TotalNanos},
+		}
+	}
 	return object{
 		{"run_id", run.RunID}, {"completion", r.Completion}, {"forced", r.Forced}, {"trigger", r.Trigger},
 		{"initiated_at", jsonTime(r.InitiatedAt)}, {"budget_ns", r.BudgetNanos}, {"elapsed_ns", r.ElapsedNanos},

@@ -261,3 +261,27 @@ func TestSD27_ShutdownsShowsForceAndDependencies(t *testing.T) {
 		}
 	}
 }
+
+// TestSD33_InspectLastShutdownWithoutReportIsNotSuccess: a shutdown that
+// began and published no report is never shown as success (SD-26,
+// SD-33). inspect's last shutdown is the newest run's that began one, run
+// 3's, not the newest report, run 2's graceful_completed: it used to skip
+// run 3, so an operator asking whether the last shutdown succeeded read
+// graceful_completed about a shutdown the process died in.
+func TestSD33_InspectLastShutdownWithoutReportIsNotSuccess(t *testing.T) {
+	t.Parallel()
+	for _, restart := range []bool{false, true} {
+		fs := appendShutdown(t, restart, nil)
+		_, stdout, _ := run(t, fs, "inspect", fixtureDir)
+		got := kvLine(t, stdout, "last shutdown")
+		if !strings.HasPrefix(got, "incomplete: began at 2026-01-05T12:00:00.000Z, no report") ||
+			!strings.HasSuffix(got, "(run run_01KE4Z6R00000000000000R3)") {
+			t.Errorf("restart %t: inspect: last shutdown %q, want run 3's, with no report", restart, got)
+		}
+		_, stdout, _ = run(t, fs, "--json", "inspect", fixtureDir)
+		if want := `"last_shutdown":{"run_id":"run_01KE4Z6R00000000000000R3","completion":"","forced":false,"trigger":"sigterm",` +
+			`"initiated_at":"2026-01-05T12:00:00Z","budget_ns":30000000000}`; !strings.Contains(stdout, want) {
+			t.Errorf("restart %t: inspect --json does not say %s:\n%s", restart, want, stdout)
+		}
+	}
+}

@@ -253,10 +253,12 @@ func (d deadline) json(now time.Time) object {
 	}
 }
 
-// lastShutdown returns the newest run that published a shutdown report.
+// lastShutdown returns the newest run that began a shutdown or published
+// a report. A shutdown that began and published no report is the last
+// shutdown all the same, never an older run's success (SD-26, SD-33).
 func lastShutdown(st *replay.State) *replay.Run {
 	for i := len(st.Runs) - 1; i >= 0; i-- {
-		if st.Runs[i].Shutdown.Report != nil {
+		if s := st.Runs[i].Shutdown; s.Report != nil || s.Initiated != nil {
 			return &st.Runs[i]
 		}
 	}
@@ -265,6 +267,10 @@ func lastShutdown(st *replay.State) *replay.Run {
 
 func shutdownText(run *replay.Run) string {
 	r := run.Shutdown.Report
+	if r == nil {
+		return fmt.Sprintf("incomplete: began at %s, no report (the process ended during it) (run %s)",
+			fmtTime(run.Shutdown.Initiated.StartAt), run.RunID)
+	}
 	forced := "not forced"
 	if r.Forced {
 		forced = "forced"
