@@ -97,14 +97,21 @@ type settleCounts struct {
 	// base values at the initiation: counters cover the shutdown only.
 	baseSettled  atomic.Int64
 	baseReleased atomic.Int64
-	marked       sync.Once
+	// baseUnresolved is the runner's Unresolved count at the initiation:
+	// settlements whose wait ran out before the shutdown (DL-39). Their
+	// commits are acknowledged or failed by the time the drain ends, so
+	// they are not the shutdown's to confirm (SD-25).
+	baseUnresolved atomic.Int64
+	marked         sync.Once
 }
 
-// mark takes the base values, once, at the first initiation.
-func (c *settleCounts) mark() {
+// mark takes the base values, once, at the first initiation; unresolved
+// is the runner's Unresolved count then.
+func (c *settleCounts) mark(unresolved int) {
 	c.marked.Do(func() {
 		c.baseSettled.Store(c.settled.Load())
 		c.baseReleased.Store(c.released.Load())
+		c.baseUnresolved.Store(int64(unresolved))
 	})
 }
 
@@ -133,7 +140,7 @@ func (s shutdownEngine) InstallRoot(root deadlines.Root) {
 	// released by the drain would start again at once.
 	s.e.beginDraining()
 	_ = s.e.r.StopAdmission(context.Background())
-	s.e.counts.mark()
+	s.e.counts.mark(s.e.r.Quarantine().Unresolved)
 	// The coordinator settles what is left at the forced owner cutoff
 	// (DL-41): owners hand it their tokens from then on.
 	_ = s.e.r.DeferFinalAbort(context.Background())
@@ -153,7 +160,7 @@ func (e *Engine) ShutdownStarted() <-chan struct{} { return e.started }
 func (s shutdownEngine) CloseAdmission() int {
 	e := s.e
 	e.beginDraining()
-	e.counts.mark()
+	e.counts.mark(e.r.Quarantine().Unresolved)
 	_ = e.r.StopAdmission(context.Background())
 	// The dispatcher claims only what it starts at once: nothing is
 	// buffered unstarted (DL-43).
@@ -232,7 +239,7 @@ func (s shutdownEngine) Counters() shutdown.Counters {
 	return shutdown.Counters{
 		Drained:     int(e.counts.settled.Load() - e.counts.baseSettled.Load()),
 		Released:    int(e.counts.released.Load() - e.counts.baseReleased.Load()),
-		Unresolved:  q.Unresolved,
+		Unresolved:  q.Unresolved - int(e.counts.baseUnresolved.Load()),
 		Quarantined: quarantined,
 		Joined:      quarantined == 0 && inflight == 0,
 	}

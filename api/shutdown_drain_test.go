@@ -75,3 +75,57 @@ func TestSD13_DrainWaitsForAGoroutineAbandonedBeforeTheShutdown(t *testing.T) {
 		t.Fatalf("owned resources closed: %v, want db", got)
 	}
 }
+
+// TestSD25_UnresolvedBeforeTheShutdownIsNotTheShutdowns: the report counts
+// the settlements the shutdown could not confirm (SD-25). A settlement
+// whose wait ran out before the shutdown (DL-39), and whose commit landed
+// since, is not one of them: the drain found every commit acknowledged,
+// so a later graceful shutdown is GracefulCompleted and closes the owned
+// resources. The report used to count every Unresolved since Open, so one
+// slow commit at any time made every later report Incomplete, with its
+// owned resources withheld.
+func TestSD25_UnresolvedBeforeTheShutdownIsNotTheShutdowns(t *testing.T) {
+	var log closeLog
+	g := newCommitGate(t)
+	b := setup(t, func(o *api.Options) {
+		o.SettlementTimeout = 5 * time.Second
+		o.OwnedResources = []api.OwnedResource{
+			{Name: "db", Closer: closerFunc(func() error { log.add("db"); return nil })},
+		}
+	})
+	t.Cleanup(g.stop)
+	p := newProbe()
+	p.free(t)
+	if err := api.Handle(b.eng, "work", p.handler()); err != nil {
+		t.Fatal(err)
+	}
+	id := b.enqueue("work", msg{})
+	b.start()
+	<-p.started
+	g.on.Store(true)
+	p.ret(nil)
+	<-g.held                           // the settlement is committed, the engine has not observed it
+	b.clk.Set(t0.Add(5 * time.Second)) // its wait ends: Unresolved (DL-39)
+	if err := api.Observe(b.eng); err != nil {
+		t.Fatal(err)
+	}
+	if q := api.QuarantineOf(b.eng); q.Unresolved != 1 {
+		t.Fatalf("quarantine %+v, want the settlement unresolved", q)
+	}
+	g.stop() // the commit lands
+	b.idle()
+	if s := b.settlements(id); len(s) != 1 {
+		t.Fatalf("%d settlements", len(s))
+	}
+
+	if err := b.eng.Shutdown(b.ctx); err != nil {
+		t.Fatalf("shutdown: %v (report %+v)", err, b.eng.ShutdownReport())
+	}
+	rep := b.eng.ShutdownReport()
+	if rep.Completion != shutdown.GracefulCompleted || rep.Unresolved != 0 || !rep.DrainReconciled || !rep.CloseReconciled {
+		t.Fatalf("report %+v", rep)
+	}
+	if got := log.get(); len(got) != 1 || got[0] != "db" {
+		t.Fatalf("owned resources closed: %v, want db", got)
+	}
+}
