@@ -123,8 +123,10 @@ func Delay(d time.Duration) JobOption {
 	}
 }
 
-// MaxAttempts sets the attempts of the job, the first included (1..100,
-// default 3; DL-4).
+// MaxAttempts sets the attempts of the job, the first included (1..100;
+// DL-4). Without it a job takes its handler's default (given to
+// [Handle]), else its queue's (QueueOptions.MaxAttempts), else
+// Options.MaxAttempts, which is 3 unless set.
 func MaxAttempts(n int) JobOption {
 	return func(o *jobOptions) {
 		if err := deadlines.ValidateMaxAttempts(n); err != nil {
@@ -148,8 +150,9 @@ func Backoff(b BackoffPolicy) JobOption {
 	}
 }
 
-// DeliveryTimeout overrides the engine's DeliveryTimeout for the job
-// (100 ms..900 s; DL-2).
+// DeliveryTimeout overrides, for the job, its handler's default, its
+// queue's (QueueOptions.DeliveryTimeout) and the engine's
+// (Options.DeliveryTimeout, 30 s unless set): 100 ms..900 s (DL-2).
 func DeliveryTimeout(d time.Duration) JobOption {
 	return func(o *jobOptions) {
 		if err := deadlines.ValidateDeliveryTimeout(d); err != nil {

@@ -458,7 +458,10 @@ func (w *Workflow) WithPriority(p Priority) *Workflow {
 	return w
 }
 
-// MaxAttempts sets the attempts of every step job (default 3; WF-22).
+// MaxAttempts sets the attempts of every step job whose step does not set
+// its own (WF-22). Without it a step job takes its queue's
+// (QueueOptions.MaxAttempts), else Options.MaxAttempts, which is 3 unless
+// set.
 func (w *Workflow) MaxAttempts(n int) *Workflow {
 	if err := deadlines.ValidateMaxAttempts(n); err != nil {
 		w.fail("", "MaxAttempts", optionErr("", err).(*OptionError).reason())
