@@ -146,10 +146,14 @@ type dispatchOptions struct {
 const IdempotencyKeyBytesMax = record.StreamIDBytesMax - len(replay.IdempotencyPrefix)
 
 // IdempotencyKey makes the dispatch idempotent: a key used before returns
-// the original workflow's id and appends nothing (WF-14). An empty key is
-// no key. A key is at most [IdempotencyKeyBytesMax] (122) bytes, so that
-// its terminal-index id ("idem:" + key) is a valid id: Dispatch refuses a
-// longer one with an [*OptionError] naming IdempotencyKey.
+// the original workflow's id and appends nothing (WF-14), whatever the
+// state given and whatever that workflow's status, completed, failed and
+// cancelled included. Keys are engine-wide and never released: a key a
+// workflow of another name holds is refused with an error matching
+// [ErrState] that names that workflow. An empty key is no key. A key is at
+// most [IdempotencyKeyBytesMax] (122) bytes, so that its terminal-index id
+// ("idem:" + key) is a valid id: Dispatch refuses a longer one with an
+// [*OptionError] naming IdempotencyKey.
 func IdempotencyKey(k string) DispatchOption {
 	return func(o *dispatchOptions) { o.idempotencyKey = k }
 }
@@ -158,8 +162,9 @@ func IdempotencyKey(k string) DispatchOption {
 // (WF-13) and returns its id once workflow_started and the first step's
 // entry are synced. A nil state is an empty state. With
 // MustCompleteWithin, deadline_at is fixed now (WD-3). An unknown name, an
-// invalid option or state, a cancelled ctx or a closed engine return a
-// typed error and append nothing; a ctx that ends during the call is
+// invalid option or state, an [IdempotencyKey] a workflow of another name
+// holds, a cancelled ctx or a closed engine return a typed error and
+// append nothing; a ctx that ends during the call is
 // treated as [Engine] says: once the engine has taken the call, it returns
 // the workflow id even if ctx ended meanwhile.
 //
