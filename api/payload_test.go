@@ -210,3 +210,35 @@ func TestRL11_PayloadOverALoweredLimitIsNotDecoded(t *testing.T) {
 		t.Fatalf("ran %v, code %q error %q: want PAYLOAD_DECODE_FAILED naming the limit", ran.Load(), j.LastCode, j.LastError)
 	}
 }
+
+// WF-13, WF-19, WF-3: a state, signal payload or step output holding a
+// value the codec cannot encode is refused with the key that holds it, so
+// that a caller with many keys knows which one to fix; the valid keys
+// around it are not named.
+func TestWF13_WF19_WF3_UnencodableValueNamesItsKey(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	bad := api.State{"amount": 100, "notify": make(chan int), "order": "1001"}
+	wfRegister(t, b.eng, api.NewWorkflow("wait").WaitForSignal("go"))
+	wfRegister(t, b.eng, api.NewWorkflow("out").Then("a", wfReturn(bad)))
+	b.start()
+	names := func(err error) bool {
+		return err != nil && strings.Contains(err.Error(), `key "notify"`) &&
+			!strings.Contains(err.Error(), `"amount"`) && !strings.Contains(err.Error(), `"order"`)
+	}
+
+	if _, err := b.eng.Dispatch(b.ctx, "wait", bad); !errors.Is(err, api.ErrInvalidPayload) || !names(err) {
+		t.Fatalf("WF-13: Dispatch of a state with a channel: %v, want ErrInvalidPayload naming key \"notify\"", err)
+	}
+	wait := wfDispatch(b, "wait", api.State{})
+	b.idle()
+	if err := b.eng.Signal(b.ctx, wait, "go", bad); !errors.Is(err, api.ErrInvalidPayload) || !names(err) {
+		t.Fatalf("WF-19: Signal with a channel in its payload: %v, want ErrInvalidPayload naming key \"notify\"", err)
+	}
+	out := wfDispatch(b, "out", api.State{})
+	b.idle()
+	if info := wfWant(b, out, api.WorkflowFailed); !strings.Contains(info.Error, api.CodeOutputInvalid) || !names(errors.New(info.Error)) {
+		t.Fatalf("WF-3: a step output with a channel failed its workflow with %q, want %s naming key \"notify\"", info.Error, api.CodeOutputInvalid)
+	}
+	b.checkReplay()
+}

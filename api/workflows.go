@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -23,7 +25,25 @@ func encodeState(s State) ([]byte, error) {
 	if s == nil {
 		return nil, nil
 	}
-	return replay.EncodeState(map[string]any(s))
+	b, err := replay.EncodeState(map[string]any(s))
+	if err != nil {
+		return nil, stateKeyError(s, err)
+	}
+	return b, nil
+}
+
+// stateKeyError names the first key, in key order, whose value cannot be
+// encoded on its own, so that a refused state, signal payload or step
+// output says which key to fix rather than only the value's type. err,
+// the whole state's encoding error, is returned as it is when no value
+// fails alone (a state too deep or too large only as a whole).
+func stateKeyError(s State, err error) error {
+	for _, k := range slices.Sorted(maps.Keys(s)) {
+		if _, kerr := record.EncodeValue(s[k]); kerr != nil {
+			return fmt.Errorf("key %q: %w", k, kerr)
+		}
+	}
+	return err
 }
 
 // publicOnly returns s without its "_" keys, s itself when it has none.
