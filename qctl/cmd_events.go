@@ -25,7 +25,9 @@ type eventsCmd struct {
 
 func (c *eventsCmd) Help() string {
 	return `Lists records in seq order, one per line: seq, append time, stream, kind and the
-body's fields. Every known kind is shown; instants in bodies are absolute.
+body's fields. Every known kind is shown; instants in bodies are absolute. A
+job_enqueued's delivery_timeout reads engine for a job that takes the engine's
+Options.DeliveryTimeout when an attempt starts (0 in JSON).
 
 A record that fails its checks and that the journal's index attributes to one job's or
 workflow's stream is read past, as the engine's Open reads past it: it is listed with its

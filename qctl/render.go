@@ -304,6 +304,12 @@ func renderField(name string, sf reflect.StructField, fv reflect.Value, tf func(
 		} else {
 			f.text, f.json = tf(ns), jsonTime(ns)
 		}
+	case sf.Name == "DeliveryTimeoutNanos" && fv.Int() == 0:
+		// A job that sets no DeliveryTimeout of its own, its handler's or
+		// its queue's takes the engine's Options.DeliveryTimeout when an
+		// attempt starts (DL-2): 0 is "the engine's", not a zero budget.
+		f.kind = fieldDuration
+		f.text, f.json = "engine", int64(0)
 	case fv.Kind() == reflect.Int64 && strings.HasSuffix(sf.Name, "Nanos"):
 		f.kind = fieldDuration
 		f.text, f.json = fmtDur(time.Duration(fv.Int())), fv.Int()

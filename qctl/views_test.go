@@ -116,3 +116,28 @@ func TestInspectSnapshots(t *testing.T) {
 		t.Errorf("inspect with the snapshot at seq 19 damaged: snapshots %q, want %q", got, want)
 	}
 }
+
+// TestDL2_EnqueuedWithEngineDeliveryTimeout: a job_enqueued whose job
+// took no DeliveryTimeout of its own, its handler's or its queue's records
+// 0, which means the engine's Options.DeliveryTimeout when an attempt
+// starts (DL-2): events and show say so rather than print a zero budget
+// ("delivery_timeout=0s"); JSON keeps the record's 0.
+func TestDL2_EnqueuedWithEngineDeliveryTimeout(t *testing.T) {
+	t.Parallel()
+	fs := fixture(t)
+	f := newFx(t, fs, fixtureDir)
+	const id = "job_01KE4Z6R000000000000ENGT"
+	f.at(time.Hour + 3*time.Second)
+	f.append(nil, f.enqueue(id, id, "send_email", "default", 0, 0, func(b *record.JobEnqueued) { b.DeliveryTimeoutNanos = 0 }))
+	f.close()
+	for _, args := range [][]string{{"events", "--stream", id}, {"show", id}} {
+		_, stdout, stderr := run(t, fs, append([]string{"-d", fixtureDir}, args...)...)
+		if !strings.Contains(stdout, " delivery_timeout=engine ") || strings.Contains(stdout, "delivery_timeout=0s") {
+			t.Errorf("%v does not say the job takes the engine's delivery timeout:\n%s%s", args, stdout, stderr)
+		}
+	}
+	_, stdout, stderr := run(t, fs, "-d", fixtureDir, "--json", "events", "--stream", id)
+	if !strings.Contains(stdout, `"delivery_timeout_ns":0`) {
+		t.Errorf("events --json does not keep the record's 0:\n%s%s", stdout, stderr)
+	}
+}
