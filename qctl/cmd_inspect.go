@@ -114,7 +114,7 @@ func (c *inspectCmd) Run(x *runCtx) error {
 	st := f.st
 	timers := timersOf(f)
 	dls := deadlinesOf(f.st)
-	jobs := jobCounts(st)
+	jobs := jobCounts(f)
 	wfs := wfCounts(st)
 	paused := pausedQueues(st)
 	last := st.LastRun()

@@ -52,9 +52,9 @@ func (c *jobsCmd) Run(x *runCtx) error {
 	defer j.Close()
 	f := newFolder()
 	keep := newFirstN(c.Limit, func(r jobRow) uint64 { return r.EnqueueSeq })
-	if len(statuses) == 0 || slices.Contains(statuses, "completed") {
+	if len(statuses) == 0 || slices.Contains(statuses, "completed") || slices.Contains(statuses, "buried") {
 		f.onJobEnd = func(job *replay.Job, r record.Record) func() {
-			if row := completedRow(job, r); want(row) {
+			if row := endedRow(job, r); want(row) {
 				return func() { keep.add(row) }
 			}
 			return nil

@@ -266,7 +266,7 @@ func (v *showView) show(j *journal.Journal, wfSum *replay.WorkflowSummary) error
 	case stream == v.id:
 		if _, ok := recs[0].Body.(*record.WorkflowStarted); ok {
 			v.wf = workflowView(st, v.id, wfSum, recs)
-			return v.workflow()
+			return v.workflow(j)
 		}
 	}
 	if jobIDOf(recs[0].Body) == v.id {
@@ -285,6 +285,20 @@ func (v *showView) show(j *journal.Journal, wfSum *replay.WorkflowSummary) error
 		return v.job()
 	}
 	return v.other()
+}
+
+// jobSummary returns the terminal-index summary of job id, or nil if it
+// has none or it does not decode (verify reports both).
+func jobSummary(j *journal.Journal, id string) *replay.JobSummary {
+	b, ok, err := j.Index(id)
+	if err != nil || !ok {
+		return nil
+	}
+	s, err := replay.DecodeSummary(b)
+	if err != nil {
+		return nil
+	}
+	return &s
 }
 
 // workflowView returns workflow id: live from st, else from its summary,
@@ -501,7 +515,7 @@ func (v *showView) jobStuck(job *replay.Job, atts []*attempt) []string {
 }
 
 // workflow shows one workflow.
-func (v *showView) workflow() error {
+func (v *showView) workflow(j *journal.Journal) error {
 	w := v.wf
 	base := v.recs[0].At
 	atts := attemptsOf(v.recs)
@@ -527,10 +541,21 @@ func (v *showView) workflow() error {
 			row = rowOf(job)
 		} else if q, ok := v.st.QuarantineOf(b.JobID); ok && q.Jobs[b.JobID] != nil {
 			row = corruptRow(q.Jobs[b.JobID], damageOf(q))
+		} else if sum := jobSummary(j, b.JobID); sum != nil {
+			// It left the state: completed, or buried and taken along by
+			// its workflow's end (RL-11); its summary says which.
+			row.Status, row.Attempts, row.Consumed = sum.Status.String(), sum.Attempts, sum.Consumed
+			row.LastCode, row.LastError = sum.LastCode, sum.LastError
 		} else {
+			// No summary (verify reports it): completed if an attempt
+			// succeeded, else buried.
+			row.Status = replay.JobBuried.String()
 			for _, a := range atts {
 				if a.Job == b.JobID {
 					row.Attempts, row.Consumed = a.N, a.N
+					if a.Disposition == "succeeded" {
+						row.Status = replay.JobCompleted.String()
+					}
 				}
 			}
 		}

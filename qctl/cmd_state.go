@@ -52,6 +52,16 @@ func (c *stateCmd) Run(x *runCtx) error {
 		v := endedView(w, r)
 		return func() { ended = append(ended, v) }
 	}
+	// Buried step jobs that left the state with their workflow are not
+	// completed: they are listed with the jobs that are still in it.
+	var archived []jobRow
+	f.onJobEnd = func(job *replay.Job, r record.Record) func() {
+		if endedStatus(r) != replay.JobBuried {
+			return nil
+		}
+		row := endedRow(job, r)
+		return func() { archived = append(archived, row) }
+	}
 	// The time of seq at, or of the last sound record before it when at
 	// is damaged.
 	atNs, err := x.foldFrom(j, f, "state", 1, at)
@@ -68,10 +78,11 @@ func (c *stateCmd) Run(x *runCtx) error {
 	for _, id := range st.JobIDs() {
 		jobs = append(jobs, rowOf(st.Jobs[id]))
 	}
+	jobs = append(jobs, archived...)
 	jobs = append(jobs, corruptRows(st)...)
 	sort.SliceStable(jobs, func(i, k int) bool { return jobs[i].EnqueueSeq < jobs[k].EnqueueSeq })
 	wfs := allWorkflows(f.st, ended)
-	counts := jobCounts(st)
+	counts := jobCounts(f)
 	paused := pausedQueues(st)
 	out := x.env.Stdout
 	if x.json {

@@ -21,7 +21,8 @@ func (c *verifyCmd) Help() string {
 	return `Checks, in bounded memory: every record's checksum, header and decode; the prevSum
 chain; seq continuity; append times never going back; the per-stream index both ways;
 the snapshots (their checks, and that each equals the replay of the log up to its seq);
-the terminal index (each completed job's summary agrees with replay); and a full replay
+the terminal index (the summary of each job that left the state, completed or buried
+with its workflow, agrees with replay); and a full replay
 (every record is a transition replay accepts). Every problem names its seq and stream
 where the journal can tell. Damage found in a file (a table block that fails Pebble's
 checksum, a damaged WAL) names the file instead and stops verify: the checks it cut short
@@ -344,7 +345,7 @@ func (c *verifyCmd) replayPass(x *runCtx, j *journal.Journal, v *verifier) (*ver
 		return nil, serr
 	}
 
-	// Replay: every record is a transition replay accepts; each completed
+	// Replay: every record is a transition replay accepts; each ended
 	// job's terminal-index summary agrees with it. It folds as the
 	// engine's Open does (replay.FoldQuarantining over the journal's
 	// quarantining scan): a damaged record that the journal attributes to
@@ -493,7 +494,8 @@ func openDamage(ce *journal.CorruptError) string {
 	return s
 }
 
-// checkSummary checks the terminal-index entry of a job that r completes.
+// checkSummary checks the terminal-index entry of a job that r takes out
+// of the state: completes it, or archives it buried with its workflow.
 func checkSummary(j *journal.Journal, job *replay.Job, r record.Record) *problem {
 	bad := func(format string, args ...any) *problem {
 		return &problem{Check: checkIndex, Seq: r.Seq, Stream: r.Stream, Reason: fmt.Sprintf("job %s: ", job.ID) + fmt.Sprintf(format, args...)}
@@ -503,19 +505,19 @@ func checkSummary(j *journal.Journal, job *replay.Job, r record.Record) *problem
 	case err != nil:
 		return bad("terminal index unreadable: %v", err)
 	case !ok:
-		return bad("completed by this record but has no terminal-index entry")
+		return bad("%s by this record but has no terminal-index entry", endedStatus(r))
 	}
 	s, err := replay.DecodeSummary(b)
 	if err != nil {
 		return bad("terminal-index entry does not decode: %v", err)
 	}
 	want := replay.Summarize(job)
-	want.Status = replay.JobCompleted
+	want.Status = endedStatus(r)
 	switch {
 	case s.ID != job.ID:
 		return bad("terminal-index entry names job %s", s.ID)
-	case s.Status != replay.JobCompleted:
-		return bad("terminal-index status %s, replay says completed", s.Status)
+	case s.Status != want.Status:
+		return bad("terminal-index status %s, replay says %s", s.Status, want.Status)
 	case s.Seq != r.Seq:
 		return bad("terminal-index entry names seq %d as the end, replay says %d", s.Seq, r.Seq)
 	case s.Attempts != want.Attempts || s.Consumed != want.Consumed:

@@ -24,11 +24,22 @@ type armed struct {
 type folder struct {
 	st    *replay.State
 	armed map[string]armed
-	// onJobEnd, if set, is called before a record that completes a job
-	// (attempt_succeeded of its open attempt) is applied, with the job as
-	// it stands. What it returns, if not nil, is called once the record
-	// applied: a fold that quarantines the record's stream instead
-	// (spec/reliability.md §4.4) does not call it.
+	// archived counts the buried step jobs that left the state because
+	// their workflow did (RL-11): taken along by a workflow_completed or
+	// workflow_cancelled marked archive_buried, or buried by a
+	// job_buried or attempt_buried marked final. They are buried for
+	// good, and replay keeps no count of them.
+	archived int64
+	// onJobEnd, if set, is called for a record that takes a job out of
+	// the state, with the job: attempt_succeeded of its open attempt,
+	// which completes it, called before the record is applied; the
+	// workflow_completed or workflow_cancelled marked archive_buried that
+	// takes each of its workflow's buried step jobs along, also called
+	// before; and a job_buried or attempt_buried marked final, called
+	// once it applied, with the job as it buried it (see [endedStatus]).
+	// What it returns, if not nil, is called once the record applied: a
+	// fold that quarantines the record's stream instead
+	// (spec/reliability.md §4.4) calls neither.
 	onJobEnd func(j *replay.Job, r record.Record) (applied func())
 	// onWorkflowEnd, if set, is called before a record that completes or
 	// cancels a workflow is applied, with the workflow as it stands; what
@@ -38,6 +49,16 @@ type folder struct {
 
 func newFolder() *folder {
 	return &folder{st: replay.New(), armed: map[string]armed{}}
+}
+
+// endedStatus is the status a job has once r, a record [folder.onJobEnd]
+// is called with, took it out of the state: completed after
+// attempt_succeeded, buried when its workflow took it along.
+func endedStatus(r record.Record) replay.JobStatus {
+	if r.Kind() == record.KindAttemptSucceeded {
+		return replay.JobCompleted
+	}
+	return replay.JobBuried
 }
 
 // apply folds r. An error is replay's *replay.ApplyError: the journal
@@ -51,8 +72,8 @@ func (f *folder) apply(r record.Record) error {
 	return nil
 }
 
-// before calls the hook r is for, if any, before r is applied, and
-// returns what the hook wants called once r applied.
+// before calls the hooks r is for, if any, before r is applied, and
+// returns what has to run once r applied.
 func (f *folder) before(r record.Record) (applied func()) {
 	switch b := r.Body.(type) {
 	case *record.AttemptSucceeded:
@@ -60,16 +81,72 @@ func (f *folder) before(r record.Record) (applied func()) {
 		if j := f.st.Jobs[b.JobID]; f.onJobEnd != nil && j != nil && j.Status == replay.JobProcessing && j.Token == b.Token {
 			return f.onJobEnd(j, r)
 		}
+	case *record.AttemptBuried:
+		if b.Final {
+			return f.finalBurial(b.JobID, r)
+		}
+	case *record.JobBuried:
+		if b.Final {
+			return f.finalBurial(b.JobID, r)
+		}
 	case *record.WorkflowCompleted:
-		if w := f.st.Workflows[b.WorkflowID]; f.onWorkflowEnd != nil && w != nil {
-			return f.onWorkflowEnd(w, r)
-		}
+		return f.workflowEnd(b.WorkflowID, b.ArchiveBuried, r)
 	case *record.WorkflowCancelled:
-		if w := f.st.Workflows[b.WorkflowID]; f.onWorkflowEnd != nil && w != nil {
-			return f.onWorkflowEnd(w, r)
-		}
+		return f.workflowEnd(b.WorkflowID, b.ArchiveBuried, r)
 	}
 	return nil
+}
+
+// finalBurial is before for a record that buries job id and takes it
+// out of the state, its workflow having left it (RL-11).
+func (f *folder) finalBurial(id string, r record.Record) (applied func()) {
+	j := f.st.Jobs[id]
+	if j == nil {
+		return nil // replay refuses r
+	}
+	return func() {
+		f.archived++
+		if f.onJobEnd != nil {
+			// j is no longer in the state, but r buried it first.
+			if fn := f.onJobEnd(j, r); fn != nil {
+				fn()
+			}
+		}
+	}
+}
+
+// workflowEnd is before for a record that completes or cancels workflow
+// id and, with archive, takes its buried step jobs out of the state.
+func (f *folder) workflowEnd(id string, archive bool, r record.Record) (applied func()) {
+	w := f.st.Workflows[id]
+	if w == nil {
+		return nil
+	}
+	var then []func()
+	if f.onWorkflowEnd != nil {
+		then = append(then, f.onWorkflowEnd(w, r))
+	}
+	if archive {
+		// As replay archives them: the workflow's buried jobs.
+		var n int64
+		for _, j := range f.st.WorkflowJobs(id) {
+			if j.Status != replay.JobBuried {
+				continue
+			}
+			n++
+			if f.onJobEnd != nil {
+				then = append(then, f.onJobEnd(j, r))
+			}
+		}
+		then = append(then, func() { f.archived += n })
+	}
+	return func() {
+		for _, fn := range then {
+			if fn != nil {
+				fn()
+			}
+		}
+	}
 }
 
 // after completes the fold of r, which applied.

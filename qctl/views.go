@@ -44,13 +44,14 @@ func rowOf(j *replay.Job) jobRow {
 	return r
 }
 
-// completedRow is j as attempt_succeeded r leaves it, as its
-// terminal-index summary records it: the last failure, if any, is kept
-// (replay.Summarize of the job before r), so that jobs says what show and
-// api.Status say.
-func completedRow(j *replay.Job, r record.Record) jobRow {
+// endedRow is j as r, a record [folder.onJobEnd] is called with, leaves
+// it, as its terminal-index summary records it: completed by
+// attempt_succeeded, with the last failure, if any, kept
+// (replay.Summarize of the job before r), or buried for good when its
+// workflow took it along; so that jobs says what show and api.Status say.
+func endedRow(j *replay.Job, r record.Record) jobRow {
 	row := rowOf(j)
-	row.Status = replay.JobCompleted.String()
+	row.Status = endedStatus(r).String()
 	row.AvailableAt, row.FinishedAt = 0, r.At
 	row.Lost = false
 	return row
@@ -126,10 +127,13 @@ func (r jobRow) cells(now time.Time) []string {
 	}
 }
 
-// jobCounts counts the jobs of st by status; completed is the history
-// counter, and corrupt counts the jobs of the streams st set aside.
-func jobCounts(st *replay.State) map[string]int64 {
-	c := map[string]int64{"pending": 0, "processing": 0, "buried": 0, "completed": st.Completed, statusCorrupt: 0}
+// jobCounts counts the jobs f folded by status: those in its state;
+// completed, the history counter; buried, also the buried step jobs that
+// left the state with their workflow (f.archived); and corrupt, the jobs
+// of the streams the state set aside.
+func jobCounts(f *folder) map[string]int64 {
+	st := f.st
+	c := map[string]int64{"pending": 0, "processing": 0, "buried": f.archived, "completed": st.Completed, statusCorrupt: 0}
 	for _, j := range st.Jobs {
 		c[j.Status.String()]++
 	}
