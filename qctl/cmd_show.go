@@ -587,6 +587,15 @@ func (v *showView) workflow(j *journal.Journal) error {
 		if w.DelayAt != 0 {
 			stuck = append(stuck, fmt.Sprintf("timer: Delay step %s fires at %s (%s)", stepText(w.Step, w.Steps, " of "), fmtTime(w.DelayAt), until(w.DelayAt, v.now)))
 		}
+		if w.Child != "" {
+			child := "which has ended: its end settles this step (WF-8)"
+			if c := v.st.Workflows[w.Child]; c != nil {
+				child = fmt.Sprintf("(%s, %s): its completion completes this step, its failure fails it (WF-8)", c.Name, c.Status)
+			} else if _, ok := v.st.QuarantineOf(w.Child); ok {
+				child = "(corrupt: its stream was set aside, spec/reliability.md §4.4)"
+			}
+			stuck = append(stuck, fmt.Sprintf("SubWorkflow step %s waits on child %s %s", stepText(w.Step, w.Steps, " of "), w.Child, child))
+		}
 		for _, s := range steps {
 			job := v.st.Jobs[s.row.ID]
 			if job == nil || s.row.Step != w.Step {

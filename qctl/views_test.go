@@ -141,3 +141,39 @@ func TestDL2_EnqueuedWithEngineDeliveryTimeout(t *testing.T) {
 		t.Errorf("events --json does not keep the record's 0:\n%s%s", stdout, stderr)
 	}
 }
+
+// TestWF8_ShowSubWorkflowWaitsOnItsChild: a running workflow whose
+// current step is a SubWorkflow does not progress until its child ends
+// (WF-8); show names the child and its status as why, in both forms.
+func TestWF8_ShowSubWorkflowWaitsOnItsChild(t *testing.T) {
+	t.Parallel()
+	const (
+		parent = "wf_01KE4Z6R0000000000000WF6"
+		child  = "wf_01KE4Z6R0000000000000WF7"
+	)
+	fs := fixture(t)
+	f := newFx(t, fs, fixtureDir)
+	f.at(time.Hour + 3*time.Second)
+	f.append(nil,
+		rec(parent, &record.WorkflowStarted{WorkflowID: parent, Name: "order", DefinitionHash: "sha256:aa", Steps: 2, At: f.now(),
+			State: value(t, map[string]any{})}),
+		rec(parent, &record.StepCompleted{WorkflowID: parent, Step: 0, Next: 1}),
+		rec(child, &record.WorkflowStarted{WorkflowID: child, Name: "ship", DefinitionHash: "sha256:bb", Steps: 1, At: f.now(),
+			State: value(t, map[string]any{}), ParentID: parent, ParentStep: 1}),
+		rec(child, &record.WorkflowWaiting{WorkflowID: child, Step: 0, Status: "waiting_for_signal", Signals: []string{"shipped"}}))
+	f.close()
+
+	want := "SubWorkflow step 2 of 2 waits on child " + child + " (ship, waiting_for_signal)"
+	_, stdout, stderr := run(t, fs, "-d", fixtureDir, "show", parent)
+	if !strings.Contains(stdout, "stuck        "+want) {
+		t.Errorf("show %s does not say %q:\n%s%s", parent, want, stdout, stderr)
+	}
+	_, stdout, _ = run(t, fs, "--json", "-d", fixtureDir, "show", parent)
+	var o struct{ Stuck []string }
+	if err := json.Unmarshal([]byte(strings.SplitN(stdout, "\n", 2)[0]), &o); err != nil {
+		t.Fatal(err)
+	}
+	if len(o.Stuck) != 1 || !strings.HasPrefix(o.Stuck[0], want) {
+		t.Errorf("show --json %s: stuck %q, want %q", parent, o.Stuck, want)
+	}
+}

@@ -32,6 +32,7 @@ type wfView struct {
 	DelayAt    int64        // fire_at of a pending Delay step, 0 none
 	Wait       *replay.Wait // the wait it is parked on, nil none
 	Signals    int          // stored, not yet consumed
+	Child      string       // the child of its current SubWorkflow step, "" none
 	// Corrupt, when set, is why its stream was set aside: it is corrupt,
 	// and Status is what it was at the stream's last good record.
 	Corrupt *damage
@@ -54,7 +55,7 @@ func viewOf(w *replay.Workflow) *wfView {
 	return &wfView{
 		ID: w.ID, Name: w.Name, Status: w.Status, Step: w.Step, Steps: w.Steps, StartSeq: w.StartSeq,
 		StartedAt: w.StartedAt, DeadlineAt: w.DeadlineAt, ParentID: w.ParentID, Error: w.Error,
-		FailedAt: w.FailedAt, DelayAt: w.DelayFireAt, Wait: w.Wait, Signals: len(w.Signals),
+		FailedAt: w.FailedAt, DelayAt: w.DelayFireAt, Wait: w.Wait, Signals: len(w.Signals), Child: w.Child,
 	}
 }
 
