@@ -31,9 +31,16 @@ Examples:
 }
 
 // loadState returns the state at the end of the log: the newest snapshot
-// that passes its checks, then the records after it.
-func (x *runCtx) loadState(j *journal.Journal) (*folder, error) {
+// that passes its checks, then the records after it; or, with
+// fromSnapshot false, the fold of the whole log.
+func (x *runCtx) loadState(j *journal.Journal, fromSnapshot bool) (*folder, error) {
 	f := newFolder()
+	if !fromSnapshot {
+		if err := x.foldAll(j, f, "show", math.MaxUint64); err != nil {
+			return nil, err
+		}
+		return f, nil
+	}
 	snaps := j.Snapshots()
 	for snaps.Next() {
 		s := snaps.Snapshot()
@@ -198,9 +205,34 @@ func (c *showCmd) Run(x *runCtx) error {
 		return err
 	}
 	defer j.Close()
-	f, err := x.loadState(j)
+	// From the newest snapshot, as the engine's Open reads the log; but
+	// a stream damaged before the snapshot reads as set aside, as every
+	// command that folds the whole log shows it, so a damaged record met
+	// in id's stream has show fold the whole log instead.
+	v, err := c.view(x, j, true)
+	if ce := (*journal.CorruptError)(nil); errors.As(err, &ce) && ce.File == "" {
+		v, err = c.view(x, j, false)
+	}
 	if err != nil {
 		return err
+	}
+	if err := v.show(j, v.wfSum); err != nil {
+		return err
+	}
+	if len(v.recs) == 0 && v.damage == nil {
+		return notFoundErr("%s holds no job or workflow %s", j.Dir(), c.ID)
+	}
+	return quarantineFinding(j, v.st)
+}
+
+// view folds the log (from the newest snapshot, or whole) and reads the
+// records of c.ID. A damaged record in its stream that the fold did not
+// set aside is returned as readError's *exitError, which wraps the
+// *journal.CorruptError.
+func (c *showCmd) view(x *runCtx, j *journal.Journal, fromSnapshot bool) (*showView, error) {
+	f, err := x.loadState(j, fromSnapshot)
+	if err != nil {
+		return nil, err
 	}
 	now := x.nowFor(j.LastAt())
 	st := f.st
@@ -221,7 +253,7 @@ func (c *showCmd) Run(x *runCtx) error {
 	} else if st.Workflows[c.ID] == nil {
 		b, ok, err := j.Index(c.ID)
 		if err != nil {
-			return readError(j, err)
+			return nil, readError(j, err)
 		}
 		if ok {
 			if s, err := replay.DecodeSummary(b); err == nil {
@@ -232,25 +264,19 @@ func (c *showCmd) Run(x *runCtx) error {
 			} else if ws, werr := replay.DecodeWorkflowSummary(b); werr == nil {
 				wfSum = &ws
 			} else {
-				return unreadableErr(err, "terminal-index entry of %s does not decode: %v (qctl verify lists every problem)", c.ID, err)
+				return nil, unreadableErr(err, "terminal-index entry of %s does not decode: %v (qctl verify lists every problem)", c.ID, err)
 			}
 		}
 	}
 	recs, err := streamRecords(j, st, stream, c.ID)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	v := &showView{x: x, dir: j.Dir(), st: st, now: now, id: c.ID, stream: stream, recs: recs, summary: summary}
+	v := &showView{x: x, dir: j.Dir(), st: st, now: now, id: c.ID, stream: stream, recs: recs, summary: summary, wfSum: wfSum}
 	if corrupt {
 		v.damage = damageOf(q)
 	}
-	if err := v.show(j, wfSum); err != nil {
-		return err
-	}
-	if len(recs) == 0 && !corrupt {
-		return notFoundErr("%s holds no job or workflow %s", j.Dir(), c.ID)
-	}
-	return quarantineFinding(j, st)
+	return v, nil
 }
 
 // show prints the view of v's id: a workflow, a job, or another stream.
@@ -346,7 +372,8 @@ type showView struct {
 	stream  string
 	recs    []record.Record
 	summary *replay.JobSummary
-	wf      *wfView // the workflow shown, or a step job's workflow
+	wfSum   *replay.WorkflowSummary // an ended workflow's terminal-index summary
+	wf      *wfView                 // the workflow shown, or a step job's workflow
 	// damage, when set, is why the shown id's stream was set aside
 	// (spec/reliability.md §4.4): it is corrupt, and recs end before the
 	// damaged record.

@@ -623,3 +623,29 @@ func TestRL5_EventsFollowDamage(t *testing.T) {
 		t.Errorf("follow: stderr %q", errb.String())
 	}
 }
+
+// TestRL5_ShowDamageBeforeSnapshot: show starts from the newest snapshot
+// (seq 19 in the fixture), but a record damaged before it, in a stream
+// the journal attributes it to (jobBuried's attempt_buried, seq 15), sets
+// that stream aside in every command that folds the whole log. show must
+// say the same: the job corrupt as of its last good record, exit 1; not
+// refuse the journal as unreadable (exit 5), which is only for damage
+// that leaves the order in doubt (RL-5, spec/reliability.md §4.4).
+func TestRL5_ShowDamageBeforeSnapshot(t *testing.T) {
+	t.Parallel()
+	fs := damagedFixture(t, 15)
+	code, stdout, stderr := run(t, fs, "--json", "-d", fixtureDir, "jobs", "--status", "corrupt")
+	if code != qctl.ExitFindings || !strings.Contains(stdout, `"id":"`+jobBuried+`","status":"corrupt"`) {
+		t.Fatalf("jobs --status corrupt: exit %d\n%s%s", code, stdout, stderr)
+	}
+	code, stdout, stderr = run(t, fs, "-d", fixtureDir, "show", jobBuried)
+	for _, want := range []string{"status    corrupt\n", "\n15   -   "} {
+		if code != qctl.ExitFindings || !strings.Contains(stdout, want) {
+			t.Errorf("show %s: exit %d, does not say %q:\n%s%s", jobBuried, code, want, stdout, stderr)
+		}
+	}
+	code, stdout, stderr = run(t, fs, "--json", "-d", fixtureDir, "show", jobBuried)
+	if code != qctl.ExitFindings || !strings.Contains(stdout, `"type":"show_job","id":"`+jobBuried+`","status":"corrupt"`) {
+		t.Errorf("show --json %s: exit %d\n%s%s", jobBuried, code, stdout, stderr)
+	}
+}
