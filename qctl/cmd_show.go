@@ -337,14 +337,19 @@ func workflowView(st *replay.State, id string, sum *replay.WorkflowSummary, recs
 	if q := st.Quarantined[id]; q != nil && q.Workflow != nil {
 		return corruptView(q.Workflow, damageOf(q))
 	}
+	var b *record.WorkflowStarted
+	if len(recs) > 0 {
+		b, _ = recs[0].Body.(*record.WorkflowStarted)
+	}
 	if sum != nil {
-		return summaryView(*sum)
+		v := summaryView(*sum)
+		if b != nil {
+			// The summary has no start seq; its workflow_started has.
+			v.StartSeq = recs[0].Seq
+		}
+		return v
 	}
-	if len(recs) == 0 {
-		return nil
-	}
-	b, ok := recs[0].Body.(*record.WorkflowStarted)
-	if !ok {
+	if b == nil {
 		return nil
 	}
 	v := &wfView{ID: id, Name: b.Name, Steps: b.Steps, StartSeq: recs[0].Seq, StartedAt: b.At, DeadlineAt: b.DeadlineAt, ParentID: b.ParentID}

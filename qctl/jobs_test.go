@@ -107,3 +107,50 @@ func TestListFilters(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkflowsAgreeWithShow: workflows --json and the first line of show
+// --json give each workflow the same members (but type, stuck, and
+// remaining_ns where the line omits it), whether it is live or ended and
+// read from its terminal-index summary: start_seq included.
+func TestWorkflowsAgreeWithShow(t *testing.T) {
+	t.Parallel()
+	fs := fixture(t)
+	_, stdout, _ := run(t, fs, "--json", "-d", fixtureDir, "workflows")
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if len(lines) < 5 {
+		t.Fatalf("workflows --json:\n%s", stdout)
+	}
+	for _, line := range lines {
+		var row map[string]any
+		if err := json.Unmarshal([]byte(line), &row); err != nil {
+			t.Fatalf("workflows --json line %q: %v", line, err)
+		}
+		id := row["id"].(string)
+		_, out, _ := run(t, fs, "--json", "-d", fixtureDir, "show", id)
+		first, _, _ := strings.Cut(out, "\n")
+		var show map[string]any
+		if err := json.Unmarshal([]byte(first), &show); err != nil || show["type"] != "show_workflow" {
+			t.Fatalf("show --json %s: first line %q (%v)", id, first, err)
+		}
+		for _, k := range []string{"type", "stuck"} {
+			delete(row, k)
+			delete(show, k)
+		}
+		for k, v := range row {
+			if got, ok := show[k]; !ok || !reflectEqual(got, v) {
+				t.Errorf("workflow %s: workflows says %s=%v, show says %v (present %t)", id, k, v, got, ok)
+			}
+		}
+		for k, v := range show {
+			if _, ok := row[k]; !ok {
+				t.Errorf("workflow %s: show says %s=%v, workflows has no %s", id, k, v, k)
+			}
+		}
+	}
+}
+
+func reflectEqual(a, b any) bool {
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	return string(ja) == string(jb)
+}
