@@ -68,6 +68,21 @@ func wdOneExpiry(b *testBundle, id, by string, from, to time.Time) *record.Workf
 	return x
 }
 
+// wdPastDeadline starts b's engine, dispatches the workflow name and, when
+// its step, held by g, has started, moves the clock 2 min on, past a 1 min
+// deadline, before letting the step return; it returns the workflow's id
+// once the engine is idle.
+func wdPastDeadline(b *testBundle, g *wfGate, name string) string {
+	b.t.Helper()
+	b.start()
+	id := wfDispatch(b, name, api.State{})
+	g.wait()
+	b.clk.Advance(2 * time.Minute)
+	g.open()
+	b.idle()
+	return id
+}
+
 // wdFailedByDeadline checks the status of a workflow failed by its deadline
 // (WD-8, WD-18).
 func wdFailedByDeadline(b *testBundle, id string) api.WorkflowInfo {
@@ -394,12 +409,7 @@ func TestWD7_StepFailingAfterDeadlineIsBuriedNotRetried(t *testing.T) {
 	b := setup(t, func(o *api.Options) { o.DeadlineCheckInterval = wdNever; o.DeliveryTimeout = wdSlow })
 	g := newGate()
 	wfRegister(t, b.eng, api.NewWorkflow("import").Then("fetch", g.step(nil, errors.New("s3 timeout"))).MustCompleteWithin(time.Minute))
-	b.start()
-	id := wfDispatch(b, "import", api.State{})
-	g.wait()
-	b.clk.Advance(2 * time.Minute)
-	g.open()
-	b.idle()
+	id := wdPastDeadline(b, g, "import")
 	wdFailedByDeadline(b, id)
 	wdOneExpiry(b, id, "step_boundary", t0.Add(2*time.Minute), t0.Add(2*time.Minute))
 	recs := b.records()
@@ -1179,12 +1189,7 @@ func TestWD15_RunningParentPastDeadlineFailsWhenChildCompletes(t *testing.T) {
 	g := newGate()
 	wfRegister(t, b.eng, api.NewWorkflow("child").Then("work", g.step(nil, nil)))
 	wfRegister(t, b.eng, api.NewWorkflow("parent").SubWorkflow("sub", "child").MustCompleteWithin(time.Minute))
-	b.start()
-	p := wfDispatch(b, "parent", api.State{})
-	g.wait()
-	b.clk.Advance(2 * time.Minute)
-	g.open()
-	b.idle()
+	p := wdPastDeadline(b, g, "parent")
 	c := wfChild(b, p, 0)
 	wfWant(b, c, api.WorkflowCompleted)
 	wdFailedByDeadline(b, p)
@@ -1564,12 +1569,7 @@ func TestWD7_BranchSucceedingPastTheDeadlineExpiresTheWorkflow(t *testing.T) {
 	// before the gated one starts.
 	wfRegister(t, b.eng, api.NewWorkflow("wide").Parallel("p", flaky, g.step(api.State{"a": 1}, nil)).
 		MustCompleteWithin(time.Minute).OnDeadline("cleanup"))
-	b.start()
-	id := wfDispatch(b, "wide", api.State{})
-	g.wait()
-	b.clk.Advance(2 * time.Minute)
-	g.open()
-	b.idle()
+	id := wdPastDeadline(b, g, "wide")
 	info := wdFailedByDeadline(b, id)
 	at := t0.Add(2 * time.Minute)
 	wdOneExpiry(b, id, "step_boundary", at, at)
@@ -1604,12 +1604,7 @@ func TestWD7_SuccessPastTheDeadlineEnqueuesNoFollowUp(t *testing.T) {
 			}
 			return g.step(api.State{"rows": 1}, nil)(ctx, d, st)
 		}).MustCompleteWithin(time.Minute))
-	b.start()
-	id := wfDispatch(b, "import", api.State{})
-	g.wait()
-	b.clk.Advance(2 * time.Minute)
-	g.open()
-	b.idle()
+	id := wdPastDeadline(b, g, "import")
 	wdFailedByDeadline(b, id)
 	for _, e := range wfBodies[*record.JobEnqueued](b.records()) {
 		if e.Handler == "mail" {

@@ -84,6 +84,18 @@ func (p *probe) free(t *testing.T) {
 	t.Cleanup(p.returnAll)
 }
 
+// workProbe registers a new probe as the handler "work" of b's engine,
+// with opts, and lets its attempts return nil when the test ends.
+func workProbe(t *testing.T, b *testBundle, opts ...api.JobOption) *probe {
+	t.Helper()
+	p := newProbe()
+	p.free(t)
+	if err := api.Handle(b.eng, "work", p.handler(), opts...); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // returnAll makes every attempt of the probe still blocked return nil.
 func (p *probe) returnAll() {
 	p.mu.Lock()
@@ -211,11 +223,7 @@ func (c closer) Close() error { return c() }
 // nanoseconds; deadlines are absolute instants.
 func TestDL1_RecordsCarryClockInstants(t *testing.T) {
 	b := setup(t, nil)
-	p := newProbe()
-	p.free(t)
-	if err := api.Handle(b.eng, "work", p.handler()); err != nil {
-		t.Fatal(err)
-	}
+	p := workProbe(t, b)
 	b.clk.Set(t0.Add(ms(1.5)))
 	id := b.enqueue("work", msg{})
 	b.start()
@@ -434,11 +442,7 @@ func TestDL6_WhatConsumesAnAttempt(t *testing.T) {
 // waiting for a slot does not count.
 func TestDL7_StartIsSlotAcquisition(t *testing.T) {
 	b := setup(t, func(o *api.Options) { o.Workers = 1 })
-	p := newProbe()
-	p.free(t)
-	if err := api.Handle(b.eng, "work", p.handler()); err != nil {
-		t.Fatal(err)
-	}
+	p := workProbe(t, b)
 	b.enqueue("work", msg{N: 1})
 	second := b.enqueue("work", msg{N: 2})
 	b.start()
@@ -517,11 +521,7 @@ func TestDL9_ReserveAndNormalCutoff(t *testing.T) {
 // cap changes nothing; the handler deadline follows min(P, G).
 func TestDL10_DL12_RootCapsOnlyShrink(t *testing.T) {
 	b := setup(t, nil)
-	p := newProbe()
-	p.free(t)
-	if err := api.Handle(b.eng, "work", p.handler()); err != nil {
-		t.Fatal(err)
-	}
+	p := workProbe(t, b)
 	b.clk.Set(t0.Add(-10 * time.Second)) // S = −10, T = 50: P = 39
 	b.enqueue("work", msg{}, api.DeliveryTimeout(50*time.Second))
 	b.start()
@@ -550,11 +550,7 @@ func TestDL10_DL12_RootCapsOnlyShrink(t *testing.T) {
 // DL-12 example 1: Remaining is max(0, D − now).
 func TestDL12_RemainingNeverNegative(t *testing.T) {
 	b := setup(t, nil)
-	p := newProbe()
-	p.free(t)
-	if err := api.Handle(b.eng, "work", p.handler()); err != nil {
-		t.Fatal(err)
-	}
+	p := workProbe(t, b)
 	b.enqueue("work", msg{})
 	b.start()
 	d := <-p.started
@@ -572,11 +568,7 @@ func TestDL12_RemainingNeverNegative(t *testing.T) {
 // typed error carrying a stable code.
 func TestDL13_BudgetChecksArePointInTime(t *testing.T) {
 	b := setup(t, func(o *api.Options) { o.DeliveryTimeout = 2 * time.Second })
-	p := newProbe()
-	p.free(t)
-	if err := api.Handle(b.eng, "work", p.handler()); err != nil {
-		t.Fatal(err)
-	}
+	p := workProbe(t, b)
 	check := func(ctx context.Context, d *api.Delivery) error {
 		if d.Cancellation().IsCancelled() || d.Deadline().Remaining() == 0 {
 			return api.Retryable("WORK_INTERRUPTED", nil)
@@ -650,11 +642,7 @@ func TestDL15_FiveReasons(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			b := setup(t, nil)
-			p := newProbe()
-			p.free(t)
-			if err := api.Handle(b.eng, "work", p.handler()); err != nil {
-				t.Fatal(err)
-			}
+			p := workProbe(t, b)
 			b.enqueue("work", msg{})
 			b.start()
 			d := <-p.started
@@ -673,11 +661,7 @@ func TestDL15_FiveReasons(t *testing.T) {
 // only the attempts without a reason, and a later timeout changes nothing.
 func TestDL16_FirstReasonSticks(t *testing.T) {
 	b := setup(t, nil)
-	p := newProbe()
-	p.free(t)
-	if err := api.Handle(b.eng, "work", p.handler()); err != nil {
-		t.Fatal(err)
-	}
+	p := workProbe(t, b)
 	b.enqueue("work", msg{N: 1}, api.DeliveryTimeout(2*time.Second))
 	b.enqueue("work", msg{N: 2}, api.DeliveryTimeout(4*time.Second))
 	b.start()
@@ -715,11 +699,7 @@ func TestDL16_FirstReasonSticks(t *testing.T) {
 // DL-17: an attempt that times out never cancels a sibling.
 func TestDL17_SiblingsAreIsolated(t *testing.T) {
 	b := setup(t, nil)
-	p := newProbe()
-	p.free(t)
-	if err := api.Handle(b.eng, "work", p.handler()); err != nil {
-		t.Fatal(err)
-	}
+	p := workProbe(t, b)
 	slow := b.enqueue("work", msg{N: 1}, api.DeliveryTimeout(ms(100)))
 	fast := b.enqueue("work", msg{N: 2}, api.DeliveryTimeout(time.Second))
 	b.start()
@@ -755,11 +735,7 @@ func TestDL18_WhichReasonFires(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			b := setup(t, nil)
-			p := newProbe()
-			p.free(t)
-			if err := api.Handle(b.eng, "work", p.handler()); err != nil {
-				t.Fatal(err)
-			}
+			p := workProbe(t, b)
 			b.enqueue("work", msg{})
 			b.start()
 			d := <-p.started
@@ -881,11 +857,7 @@ func TestDL21_DL22_CooperativeDeadlineTable(t *testing.T) {
 	} {
 		t.Run(fmt.Sprint("row", row.n), func(t *testing.T) {
 			b := setup(t, nil)
-			p := newProbe()
-			p.free(t)
-			if err := api.Handle(b.eng, "work", p.handler()); err != nil {
-				t.Fatal(err)
-			}
+			p := workProbe(t, b)
 			b.clk.Set(origin.Add(row.s))
 			id := b.enqueue("work", msg{}, api.DeliveryTimeout(row.t))
 			b.start()
@@ -1025,11 +997,7 @@ func TestDL22_DL23_ReturnAroundC(t *testing.T) {
 // it, and an attempt first observed after C runs no user code.
 func TestDL24_WindowNeverRenewed(t *testing.T) {
 	b := setup(t, nil)
-	p := newProbe()
-	p.free(t)
-	if err := api.Handle(b.eng, "work", p.handler()); err != nil {
-		t.Fatal(err)
-	}
+	p := workProbe(t, b)
 	first := b.enqueue("work", msg{N: 1})
 	b.start()
 	<-p.started
@@ -1097,11 +1065,7 @@ func TestDL24_FirstObservedAfterCRunsNothing(t *testing.T) {
 // at once: an attempt whose new C has passed is abandoned at that instant.
 func TestDL25_RootShorteningTakesEffectAtOnce(t *testing.T) {
 	b := setup(t, nil)
-	p := newProbe()
-	p.free(t)
-	if err := api.Handle(b.eng, "work", p.handler()); err != nil {
-		t.Fatal(err)
-	}
+	p := workProbe(t, b)
 	id := b.enqueue("work", msg{})
 	b.start()
 	d := <-p.started
@@ -1532,11 +1496,7 @@ func TestDL11_DL31_DL34_WorkedExampleLocalTimeout(t *testing.T) {
 func TestDL21_DL30_DL34_WorkedExampleShutdownDeadline(t *testing.T) {
 	outer, inner := newHookProbe("outer"), newHookProbe("inner")
 	b := setup(t, nil)
-	p := newProbe()
-	p.free(t)
-	if err := api.Handle(b.eng, "work", p.handler(), api.WithMiddleware(outer.mw(), inner.mw())); err != nil {
-		t.Fatal(err)
-	}
+	p := workProbe(t, b, api.WithMiddleware(outer.mw(), inner.mw()))
 	id := b.enqueue("work", msg{})
 	b.start()
 	<-p.started
@@ -1575,11 +1535,7 @@ func TestDL33_BudgetExhaustedHook(t *testing.T) {
 	tr := tracer{&rec}
 	inner := newHookProbe("inner")
 	b := setup(t, nil)
-	p := newProbe()
-	p.free(t)
-	if err := api.Handle(b.eng, "work", p.handler(), api.WithMiddleware(tr.mw("outer", nil, nil), inner.mw())); err != nil {
-		t.Fatal(err)
-	}
+	p := workProbe(t, b, api.WithMiddleware(tr.mw("outer", nil, nil), inner.mw()))
 	id := b.enqueue("work", msg{})
 	b.start()
 	<-p.started
@@ -1674,11 +1630,7 @@ func (r releaser) Release() { r.rec.add("release:" + r.name) }
 func TestDL21_DL30_DL31_CleanupCutoff(t *testing.T) {
 	h := newHookProbe("h")
 	b := setup(t, nil)
-	p := newProbe()
-	p.free(t)
-	if err := api.Handle(b.eng, "work", p.handler(), api.WithMiddleware(h.mw())); err != nil {
-		t.Fatal(err)
-	}
+	p := workProbe(t, b, api.WithMiddleware(h.mw()))
 	b.enqueue("work", msg{})
 	b.start()
 	<-p.started
@@ -1791,11 +1743,7 @@ func TestDL36_CleanupCodes(t *testing.T) {
 // never changes that, so it is not released.
 func TestDL6_DL36_SuccessWithCleanupFailureAfterForceConsumes(t *testing.T) {
 	b := setup(t, nil)
-	p := newProbe()
-	p.free(t)
-	if err := api.Handle(b.eng, "work", p.handler()); err != nil {
-		t.Fatal(err)
-	}
+	p := workProbe(t, b)
 	id := b.enqueue("work", msg{})
 	b.start()
 	d := <-p.started
@@ -1858,11 +1806,7 @@ func TestDL36_ScopeCloseTimesOut(t *testing.T) {
 // reason.
 func TestDL38_DL40_Dispositions(t *testing.T) {
 	b := setup(t, func(o *api.Options) { o.MaxAttempts = 2 })
-	p := newProbe()
-	p.free(t)
-	if err := api.Handle(b.eng, "work", p.handler()); err != nil {
-		t.Fatal(err)
-	}
+	p := workProbe(t, b)
 	ok := b.enqueue("work", msg{N: 1})
 	retry := b.enqueue("work", msg{N: 2})
 	perm := b.enqueue("work", msg{N: 3})
@@ -1901,11 +1845,7 @@ func TestDL38_DL40_Dispositions(t *testing.T) {
 // window is still settled with its own result.
 func TestDL41_ForceDoesNotRevokeAtOnce(t *testing.T) {
 	b := setup(t, nil)
-	p := newProbe()
-	p.free(t)
-	if err := api.Handle(b.eng, "work", p.handler()); err != nil {
-		t.Fatal(err)
-	}
+	p := workProbe(t, b)
 	id := b.enqueue("work", msg{})
 	b.start()
 	<-p.started
@@ -2132,11 +2072,7 @@ func TestDL15_ReasonlessCancellationAppendsDebugRecord(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			b := setup(t, nil)
-			p := newProbe()
-			p.free(t)
-			if err := api.Handle(b.eng, "work", p.handler()); err != nil {
-				t.Fatal(err)
-			}
+			p := workProbe(t, b)
 			id := b.enqueue("work", msg{})
 			b.start()
 			d := <-p.started
@@ -2191,11 +2127,7 @@ func TestDL30_DL15_TornDownOwnerGetsFinalWindow(t *testing.T) {
 			h := newHookProbe("h")
 			b := setup(t, func(o *api.Options) { o.DeliveryTimeout = 40 * time.Second })
 			t.Cleanup(func() { h.verdict <- nil }) // a failed test leaves no hook running
-			p := newProbe()
-			p.free(t)
-			if err := api.Handle(b.eng, "work", p.handler(), api.WithMiddleware(h.mw())); err != nil {
-				t.Fatal(err)
-			}
+			p := workProbe(t, b, api.WithMiddleware(h.mw()))
 			id := b.enqueue("work", msg{})
 			b.start()
 			d := <-p.started // S = 0, H = 40
@@ -2435,11 +2367,7 @@ func TestDL39_SettlementWaitIsCapped(t *testing.T) {
 			g := newCommitGate(t)
 			b := setup(t, func(o *api.Options) { o.SettlementTimeout = c.timeout })
 			t.Cleanup(g.stop)
-			p := newProbe()
-			p.free(t)
-			if err := api.Handle(b.eng, "work", p.handler()); err != nil {
-				t.Fatal(err)
-			}
+			p := workProbe(t, b)
 			id := b.enqueue("work", msg{})
 			b.start()
 			<-p.started
@@ -2492,11 +2420,7 @@ func TestDL39_SettlementWaitIsCapped(t *testing.T) {
 // the token stays open for recovery (DL-44).
 func TestDL39_ExpiredRootStartsNoSettlement(t *testing.T) {
 	b := setup(t, nil)
-	p := newProbe()
-	p.free(t)
-	if err := api.Handle(b.eng, "work", p.handler()); err != nil {
-		t.Fatal(err)
-	}
+	p := workProbe(t, b)
 	id := b.enqueue("work", msg{})
 	b.start()
 	<-p.started
@@ -2531,11 +2455,7 @@ func TestDL39_FollowUpAppendGetsNoNewBudget(t *testing.T) {
 	g := newCommitGate(t)
 	b := setup(t, func(o *api.Options) { o.DeliveryTimeout = 2 * time.Second })
 	t.Cleanup(g.stop)
-	p := newProbe()
-	p.free(t)
-	if err := api.Handle(b.eng, "work", p.handler()); err != nil {
-		t.Fatal(err)
-	}
+	p := workProbe(t, b)
 	id := b.enqueue("work", msg{}, api.MaxAttempts(1)) // buried at C: no retry runs
 	b.start()
 	<-p.started

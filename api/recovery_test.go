@@ -144,20 +144,26 @@ func abandonLikeACrash(b *testBundle) {
 	b.eng.Close(expired)
 }
 
+// blockedStep returns a step that reports each start on started, which
+// holds a few, then blocks until the test ends.
+func blockedStep(t *testing.T) (step api.StepFunc, started chan struct{}) {
+	started = make(chan struct{}, 4)
+	block := make(chan struct{})
+	t.Cleanup(func() { close(block) })
+	return func(context.Context, *api.Delivery, api.State) (api.State, error) {
+		started <- struct{}{}
+		<-block
+		return nil, nil
+	}, started
+}
+
 // WF-20, DL-44: a step job whose attempt a crash lost with no attempts
 // left is buried at recovery, and its workflow fails in the same append,
 // as when a settlement buries it. A Parallel's other branch, lost too,
 // is buried with it, once.
 func TestWF20_DL44_CrashExhaustedStepFailsItsWorkflow(t *testing.T) {
 	b := setup(t, nil)
-	started := make(chan struct{}, 4)
-	block := make(chan struct{})
-	defer close(block)
-	blocked := func(context.Context, *api.Delivery, api.State) (api.State, error) {
-		started <- struct{}{}
-		<-block
-		return nil, nil
-	}
+	blocked, started := blockedStep(t)
 	def := func(step api.StepFunc) *api.Workflow {
 		return api.NewWorkflow("flow").MaxAttempts(1).Parallel("fan", step, step)
 	}
@@ -201,14 +207,7 @@ func TestWF20_DL44_CrashExhaustedStepFailsItsWorkflow(t *testing.T) {
 // its deadline, with its on-deadline handler, not with the crash's error.
 func TestWD7_WD19_CrashExhaustedStepPastTheDeadlineExpiresTheWorkflow(t *testing.T) {
 	b := setup(t, func(o *api.Options) { o.DeadlineCheckInterval, o.DeliveryTimeout = wdNever, wdSlow })
-	started := make(chan struct{}, 1)
-	block := make(chan struct{})
-	defer close(block)
-	blocked := func(context.Context, *api.Delivery, api.State) (api.State, error) {
-		started <- struct{}{}
-		<-block
-		return nil, nil
-	}
+	blocked, started := blockedStep(t)
 	spy := newSpy()
 	register := func(eng *api.Engine) {
 		spy.register(t, eng, "cleanup")
@@ -239,14 +238,8 @@ func TestWD7_WD19_CrashExhaustedStepPastTheDeadlineExpiresTheWorkflow(t *testing
 // buried at recovery, not left pending for good.
 func TestWF20_DL44_LostStepOfACancelledWorkflowIsBuried(t *testing.T) {
 	b := setup(t, nil)
-	started := make(chan struct{}, 1)
-	block := make(chan struct{})
-	defer close(block)
-	wfRegister(t, b.eng, api.NewWorkflow("flow").Then("a", func(context.Context, *api.Delivery, api.State) (api.State, error) {
-		started <- struct{}{}
-		<-block
-		return nil, nil
-	}))
+	blocked, started := blockedStep(t)
+	wfRegister(t, b.eng, api.NewWorkflow("flow").Then("a", blocked))
 	b.start()
 	id := wfDispatch(b, "flow", api.State{})
 	<-started

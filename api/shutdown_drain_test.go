@@ -94,11 +94,7 @@ func TestSD25_UnresolvedBeforeTheShutdownIsNotTheShutdowns(t *testing.T) {
 		}
 	})
 	t.Cleanup(g.stop)
-	p := newProbe()
-	p.free(t)
-	if err := api.Handle(b.eng, "work", p.handler()); err != nil {
-		t.Fatal(err)
-	}
+	p := workProbe(t, b)
 	id := b.enqueue("work", msg{})
 	b.start()
 	<-p.started

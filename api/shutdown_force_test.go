@@ -152,11 +152,7 @@ func indexOf(recs []journalRecord, match func(journalRecord) bool) int {
 func TestSD10_SecondSignalAtFiveThroughTheEngine(t *testing.T) {
 	b := setup(t, forceTestOptions)
 	endOnFailure(b)
-	p := newProbe()
-	p.free(t)
-	if err := api.Handle(b.eng, "work", p.handler()); err != nil {
-		t.Fatal(err)
-	}
+	p := workProbe(t, b)
 	coop := b.enqueue("work", msg{N: 1})
 	stuck := b.enqueue("work", msg{N: 2})
 	b.start()

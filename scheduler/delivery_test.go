@@ -829,37 +829,14 @@ func TestDL36_ScopeClosedBeforeEObservedLateIsClosed(t *testing.T) {
 // it is retried, not released, and its settlement records no reason.
 // T = 30 s from 0; root of 30 s from 1: G = 29 = P.
 func TestDL23_ErrorReturnedBeforeNObservedAfterNConsumes(t *testing.T) {
-	release := make(chan struct{})
-	started := make(chan *Attempt, 1)
-	b := newRunnerBundle(t, func(ctx context.Context, a *Attempt) Result {
-		started <- a
-		<-release
-		return Result{Failure: &Failure{Code: "FLAKY"}}
-	})
-	if err := b.r.SetDispatch(context.Background(), true); err != nil {
-		t.Fatal(err)
-	}
-	a := <-started
+	b, a, release := heldFlaky(t)
 	if err := b.r.InstallRoot(context.Background(), deadlines.NewRoot(ts(time.Second), 30*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	b.clk.Set(ts(28500 * time.Millisecond))
 	b.sync()
-	if err := b.r.Do(context.Background(), func(time.Time) {
-		close(release)
-		for !a.ExecutionReturned() { // the result is queued; the loop is here
-			runtime.Gosched()
-		}
-		b.clk.Set(ts(29 * time.Second))
-	}); err != nil {
-		t.Fatal(err)
-	}
-	b.sync()
-	s := b.app.settlements()
-	if len(s) != 1 || s[0].Kind() != record.KindAttemptRetryScheduled {
-		t.Fatalf("settled %s %+v, want attempt_retry_scheduled", s[0].Kind(), *outcomeOf(s[0].Body))
-	}
-	if o := outcomeOf(s[0].Body); o.Code != "FLAKY" || o.Reason != "" || !o.Joined {
+	returnUnobserved(t, b, a, release, func() { b.clk.Set(ts(29 * time.Second)) })
+	if o := retriedFlaky(t, b); !o.Joined {
 		t.Fatalf("%+v", *o)
 	}
 	if _, _, ok := a.Signal().Reason(); ok {
@@ -871,6 +848,20 @@ func TestDL23_ErrorReturnedBeforeNObservedAfterNConsumes(t *testing.T) {
 // execution returned an error before the force, and that the loop has yet
 // to observe, gets no reason: it consumed its attempt and is retried.
 func TestDL23_ErrorReturnedBeforeForceObservedAfterItConsumes(t *testing.T) {
+	b, a, release := heldFlaky(t)
+	b.clk.Set(ts(time.Second))
+	b.sync()
+	returnUnobserved(t, b, a, release, func() {
+		b.clk.Set(ts(time.Second + time.Millisecond))
+		b.r.force(deadlines.ReasonForcedShutdown, b.clk.Now())
+	})
+	retriedFlaky(t, b)
+}
+
+// heldFlaky starts one attempt whose execution, once release is closed,
+// returns a retryable FLAKY failure.
+func heldFlaky(t *testing.T) (*runnerBundle, *Attempt, chan struct{}) {
+	t.Helper()
 	release := make(chan struct{})
 	started := make(chan *Attempt, 1)
 	b := newRunnerBundle(t, func(ctx context.Context, a *Attempt) Result {
@@ -881,25 +872,36 @@ func TestDL23_ErrorReturnedBeforeForceObservedAfterItConsumes(t *testing.T) {
 	if err := b.r.SetDispatch(context.Background(), true); err != nil {
 		t.Fatal(err)
 	}
-	a := <-started
-	b.clk.Set(ts(time.Second))
-	b.sync()
+	return b, <-started, release
+}
+
+// returnUnobserved lets a's execution return and then, on the loop, while
+// the loop has yet to observe that result, runs then.
+func returnUnobserved(t *testing.T, b *runnerBundle, a *Attempt, release chan struct{}, then func()) {
+	t.Helper()
 	if err := b.r.Do(context.Background(), func(time.Time) {
 		close(release)
 		for !a.ExecutionReturned() { // the result is queued; the loop is here
 			runtime.Gosched()
 		}
-		b.clk.Set(ts(time.Second + time.Millisecond))
-		b.r.force(deadlines.ReasonForcedShutdown, b.clk.Now())
+		then()
 	}); err != nil {
 		t.Fatal(err)
 	}
 	b.sync()
+}
+
+// retriedFlaky checks that the one settlement is the FLAKY failure
+// retried with no reason recorded, and returns its outcome.
+func retriedFlaky(t *testing.T, b *runnerBundle) *record.Outcome {
+	t.Helper()
 	s := b.app.settlements()
 	if len(s) != 1 || s[0].Kind() != record.KindAttemptRetryScheduled {
 		t.Fatalf("settled %s %+v, want attempt_retry_scheduled", s[0].Kind(), *outcomeOf(s[0].Body))
 	}
-	if o := outcomeOf(s[0].Body); o.Code != "FLAKY" || o.Reason != "" {
+	o := outcomeOf(s[0].Body)
+	if o.Code != "FLAKY" || o.Reason != "" {
 		t.Fatalf("%+v", *o)
 	}
+	return o
 }

@@ -27,19 +27,7 @@ func TestWF17_WF18_BuriedStepJobsLeavingWithTheirWorkflow(t *testing.T) {
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "data")
 	clk := clocktest.New(t0)
-	eng, err := api.Open(ctx, api.Options{
-		Dir: dir, Clock: clk, Entropy: rand.NewChaCha8([32]byte{9}), Rand: rand.NewPCG(3, 4), Workers: 1,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close(context.Background())
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	eng, must := openEngine(t, dir, clk, 9)
 	var tries atomic.Int32
 	must(eng.Register(api.NewWorkflow("retried").Then("once", func(context.Context, *api.Delivery, api.State) (api.State, error) {
 		if tries.Add(1) == 1 {

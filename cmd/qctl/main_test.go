@@ -34,6 +34,25 @@ func qctlRun(t *testing.T, now time.Time, args ...string) (int, string, string) 
 	return code, out.String(), errb.String()
 }
 
+// openEngine opens a one-worker engine on dir under clk, its ids and
+// jitter drawn from seed, to be closed when the test ends. must fails the
+// test on a non-nil error.
+func openEngine(t *testing.T, dir string, clk *clocktest.Clock, seed byte) (eng *api.Engine, must func(error)) {
+	t.Helper()
+	must = func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	eng, err := api.Open(context.Background(), api.Options{
+		Dir: dir, Clock: clk, Entropy: rand.NewChaCha8([32]byte{seed}), Rand: rand.NewPCG(uint64(seed), 1), Workers: 1,
+	})
+	must(err)
+	t.Cleanup(func() { eng.Close(context.Background()) })
+	return eng, must
+}
+
 // TestJournalOfARealEngine runs an engine (manual clock, seeded ids) over
 // jobs that succeed, fail then succeed, get buried, wait on a delay and on
 // a paused queue, and a workflow waiting for a signal; then checks that
@@ -43,20 +62,8 @@ func TestJournalOfARealEngine(t *testing.T) {
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "data")
 	clk := clocktest.New(t0)
-	eng, err := api.Open(ctx, api.Options{
-		Dir: dir, Clock: clk, Entropy: rand.NewChaCha8([32]byte{7}), Rand: rand.NewPCG(1, 2), Workers: 1,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close(context.Background())
+	eng, must := openEngine(t, dir, clk, 7)
 	var flaky atomic.Int32
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
 	must(api.Handle(eng, "ok", func(context.Context, *api.Delivery, msg) error { return nil }))
 	must(api.Handle(eng, "flaky", func(context.Context, *api.Delivery, msg) error {
 		if flaky.Add(1) == 1 {
