@@ -14,7 +14,7 @@ import (
 
 type eventsCmd struct {
 	Kind   []string `placeholder:"K" help:"Only records of kind K (e.g. attempt_buried); repeat or comma-separate for several."`
-	Stream string   `placeholder:"ID" help:"Only records of stream ID (a job, a workflow with its step jobs, or engine)."`
+	Stream string   `placeholder:"ID" help:"Only records of stream ID: a job, a workflow with its step jobs, or engine. A step job's id lists its own records of its workflow's stream."`
 	From   uint64   `placeholder:"SEQ" help:"Start at seq SEQ."`
 	To     uint64   `placeholder:"SEQ" help:"Stop after seq SEQ."`
 	Since  string   `placeholder:"T" help:"Only records appended at or after T (RFC 3339 or Unix nanoseconds)."`
@@ -60,10 +60,16 @@ type eventFilter struct {
 	kinds        map[record.Kind]bool
 	since, until int64
 	hasUntil     bool
+	// job, when set, is a step job whose records --stream lists: only its
+	// own records of stream, its workflow's, match.
+	job, stream string
 }
 
 func (f *eventFilter) match(r record.Record) bool {
 	if len(f.kinds) > 0 && !f.kinds[r.Kind()] {
+		return false
+	}
+	if f.job != "" && jobIDOf(r.Body) != f.job {
 		return false
 	}
 	if r.At < f.since {
@@ -260,7 +266,11 @@ func (c *eventsCmd) once(x *runCtx, flt *eventFilter, p *eventPrinter, from, to 
 	}
 	e := &eventPass{flt: flt, p: p, limit: c.Limit, from: from, to: to, next: from}
 	if c.Stream != "" {
-		if err := e.stream(j, c.Stream); err != nil {
+		stream, err := c.streamOf(x, j, flt)
+		if err != nil {
+			return from, err
+		}
+		if err := e.stream(j, stream); err != nil {
 			return e.next, err
 		}
 		return max(e.next, last+1), nil
@@ -291,6 +301,40 @@ func (c *eventsCmd) once(x *runCtx, flt *eventFilter, p *eventPrinter, from, to 
 	_, err = e.flush()
 	return e.next, err
 }
+
+// streamOf returns the stream --stream lists: its id, or, for a step job,
+// whose records are in its workflow's stream, that stream, with flt then
+// keeping the job's own records only. It is resolved once, from the first
+// pass that finds the job.
+func (c *eventsCmd) streamOf(x *runCtx, j *journal.Journal, flt *eventFilter) (string, error) {
+	if flt.job != "" {
+		return flt.stream, nil
+	}
+	if !strings.HasPrefix(c.Stream, jobPrefix) {
+		return c.Stream, nil
+	}
+	it := j.ScanStream(c.Stream, 0)
+	own := it.Next()
+	it.Close()
+	if own {
+		return c.Stream, nil
+	}
+	f, err := x.loadState(j, true)
+	if err != nil {
+		return "", err
+	}
+	loc, err := locate(j, f.st, c.Stream)
+	if err != nil {
+		return "", err
+	}
+	if loc.stream != c.Stream {
+		flt.stream, flt.job = loc.stream, c.Stream
+	}
+	return loc.stream, nil
+}
+
+// jobPrefix starts every job id.
+const jobPrefix = "job_"
 
 // eventPass is one pass of events over from..to: it hands the records the
 // filters select to the printer.

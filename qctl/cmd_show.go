@@ -236,47 +236,64 @@ func (c *showCmd) view(x *runCtx, j *journal.Journal, fromSnapshot bool) (*showV
 	}
 	now := x.nowFor(j.LastAt())
 	st := f.st
-
-	// Which stream holds id's records: a live job's own stream (its id,
-	// or its workflow's), a live workflow's, or, for a job or workflow
-	// that finished, what its terminal-index summary says.
-	var (
-		summary *replay.JobSummary
-		wfSum   *replay.WorkflowSummary
-	)
-	stream := c.ID
-	q, corrupt := st.QuarantineOf(c.ID)
-	if job := st.Jobs[c.ID]; job != nil {
-		stream = job.Stream
-	} else if corrupt {
-		stream = q.Stream
-	} else if st.Workflows[c.ID] == nil {
-		b, ok, err := j.Index(c.ID)
-		if err != nil {
-			return nil, readError(j, err)
-		}
-		if ok {
-			if s, err := replay.DecodeSummary(b); err == nil {
-				summary = &s
-				if s.WorkflowID != "" {
-					stream = s.WorkflowID
-				}
-			} else if ws, werr := replay.DecodeWorkflowSummary(b); werr == nil {
-				wfSum = &ws
-			} else {
-				return nil, unreadableErr(err, "terminal-index entry of %s does not decode: %v (qctl verify lists every problem)", c.ID, err)
-			}
-		}
-	}
-	recs, err := streamRecords(j, st, stream, c.ID)
+	loc, err := locate(j, st, c.ID)
 	if err != nil {
 		return nil, err
 	}
-	v := &showView{x: x, dir: j.Dir(), st: st, now: now, id: c.ID, stream: stream, recs: recs, summary: summary, wfSum: wfSum}
-	if corrupt {
-		v.damage = damageOf(q)
+	recs, err := streamRecords(j, st, loc.stream, c.ID)
+	if err != nil {
+		return nil, err
+	}
+	v := &showView{x: x, dir: j.Dir(), st: st, now: now, id: c.ID, stream: loc.stream, recs: recs, summary: loc.summary, wfSum: loc.wfSum}
+	if loc.quarantine != nil {
+		v.damage = damageOf(loc.quarantine)
 	}
 	return v, nil
+}
+
+// location says where the records of a job or workflow id are.
+type location struct {
+	stream     string                  // the stream that holds them: id, or a step job's workflow
+	summary    *replay.JobSummary      // a finished job's terminal-index summary
+	wfSum      *replay.WorkflowSummary // a finished workflow's
+	quarantine *replay.Quarantine      // the quarantine that set id's stream aside
+}
+
+// locate finds the stream that holds id's records in st, the state at the
+// end of j's log: a live job's own stream (its id, or its workflow's), a
+// live workflow's, a quarantined one's, or, for a job or workflow that
+// finished, what its terminal-index summary says. An id st and the index
+// know nothing of is its own stream.
+func locate(j *journal.Journal, st *replay.State, id string) (*location, error) {
+	loc := &location{stream: id}
+	if q, corrupt := st.QuarantineOf(id); corrupt {
+		loc.quarantine = q
+	}
+	switch job := st.Jobs[id]; {
+	case job != nil:
+		loc.stream = job.Stream
+	case loc.quarantine != nil:
+		loc.stream = loc.quarantine.Stream
+	case st.Workflows[id] == nil:
+		b, ok, err := j.Index(id)
+		if err != nil {
+			return nil, readError(j, err)
+		}
+		if !ok {
+			break
+		}
+		if s, err := replay.DecodeSummary(b); err == nil {
+			loc.summary = &s
+			if s.WorkflowID != "" {
+				loc.stream = s.WorkflowID
+			}
+		} else if ws, werr := replay.DecodeWorkflowSummary(b); werr == nil {
+			loc.wfSum = &ws
+		} else {
+			return nil, unreadableErr(err, "terminal-index entry of %s does not decode: %v (qctl verify lists every problem)", id, err)
+		}
+	}
+	return loc, nil
 }
 
 // show prints the view of v's id: a workflow, a job, or another stream.
