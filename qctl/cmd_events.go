@@ -20,7 +20,7 @@ type eventsCmd struct {
 	Since  string   `placeholder:"T" help:"Only records appended at or after T (RFC 3339 or Unix nanoseconds)."`
 	Until  string   `placeholder:"T" help:"Only records appended before T."`
 	Limit  int      `placeholder:"N" help:"Print at most N records (0: all)."`
-	Follow bool     `short:"f" help:"Keep polling the directory and print records as they appear; Ctrl-C ends. The directory is opened only while polled, so an engine can start on it between polls, not during one (a locked directory is waited out)."`
+	Follow bool     `short:"f" help:"Keep polling the directory and print records as they appear; Ctrl-C ends, or, with --until, the first record appended at or after T. The directory is opened only while polled, so an engine can start on it between polls, not during one (a locked directory is waited out)."`
 }
 
 func (c *eventsCmd) Help() string {
@@ -124,6 +124,9 @@ type eventPrinter struct {
 	printed int
 	header  bool
 	damaged []*damage // the damaged records printed, over every pass
+	// until is set once a pass reads a sound record appended at or after
+	// --until: no later record can match, and --follow ends.
+	until bool
 }
 
 // head prints the header of the human listing once, even when no record
@@ -227,7 +230,7 @@ func (c *eventsCmd) Run(x *runCtx) error {
 		if err != nil {
 			return err
 		}
-		if !c.Follow {
+		if !c.Follow || p.until {
 			return damagedFinding(x.dir, p.damaged)
 		}
 		warned = false
@@ -373,7 +376,11 @@ func (e *eventPass) record(r record.Record) (bool, error) {
 		return more, err
 	}
 	e.next = r.Seq + 1
-	if r.Seq > e.to || (e.flt.hasUntil && r.At >= e.flt.until) {
+	if e.flt.hasUntil && r.At >= e.flt.until {
+		e.p.until = true
+		return false, nil
+	}
+	if r.Seq > e.to {
 		return false, nil
 	}
 	if !e.flt.match(r) {

@@ -250,3 +250,36 @@ func TestEventsFollowWaitsAtFirst(t *testing.T) {
 		t.Fatalf("stderr warned %d times about the lock: %q", n, errb.String())
 	}
 }
+
+// TestEventsFollowEndsAtUntil: a record appended at or after --until
+// means no later one can match (At never goes back, RL-9), so --follow
+// ends there, with the log's records as with --stream, instead of
+// polling on.
+func TestEventsFollowEndsAtUntil(t *testing.T) {
+	t.Parallel()
+	for _, extra := range [][]string{nil, {"--stream", engine}} {
+		fs := fixture(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		polls := 0
+		var out, errb bytes.Buffer
+		env := qctl.Env{Stdout: &out, Stderr: &errb, FS: fs, Now: fixtureNow, WaitFunc: func(ctx context.Context) error {
+			polls++
+			if polls == 1 {
+				appendDebug(t, fs, "AT_UNTIL") // appended at t0+2h
+				return nil
+			}
+			cancel()
+			return ctx.Err()
+		}}
+		args := append([]string{"-d", fixtureDir, "events", "--follow", "--kind", "debug",
+			"--until", t0.Add(2 * time.Hour).Format(time.RFC3339Nano)}, extra...)
+		code := qctl.Main(ctx, args, env)
+		cancel()
+		if code != qctl.ExitOK || polls != 1 {
+			t.Fatalf("%v: exit %d after %d polls, want 0 after 1; stderr %s", extra, code, polls, errb.String())
+		}
+		if got := out.String(); !strings.Contains(got, "DEADLINE_HANDLER_FAILED") || strings.Contains(got, "AT_UNTIL") {
+			t.Fatalf("%v: follow printed:\n%s", extra, got)
+		}
+	}
+}
