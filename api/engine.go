@@ -132,13 +132,17 @@ type Engine struct {
 	// dispatching is set once Start, Run or RunOnce turned the dispatcher
 	// on; with lifecycle Ready it makes the engine ready (SD-34).
 	dispatching bool
-	closed      chan struct{}
-	closeErr    error
-	closeOnce   sync.Once
-	fatal       error
-	stats       OpenStats
-	quarantine  quarantine // fixed once Open has replayed
-	snapWG      sync.WaitGroup
+	// mode is the worker mode the first Start, Run or RunOnce claimed
+	// (JB-9): a RunOnce refuses an engine started long-running, and a
+	// Start refuses one a RunOnce is working off and will close.
+	mode       workerMode
+	closed     chan struct{}
+	closeErr   error
+	closeOnce  sync.Once
+	fatal      error
+	stats      OpenStats
+	quarantine quarantine // fixed once Open has replayed
+	snapWG     sync.WaitGroup
 	// snapPrev is closed when the newest snapshot goroutine launched is
 	// done; the next one waits for it, so that snapshots are checked and
 	// written one at a time, in seq order. Set on the runner's loop,
@@ -644,6 +648,15 @@ func (e *Engine) submit(ctx context.Context, fn func(m *scheduler.Machine, now t
 	return err
 }
 
+// workerMode is the worker mode of an engine (JB-9).
+type workerMode uint8
+
+const (
+	modeNone workerMode = iota // only open: no attempt starts
+	modeLong                   // Start or Run: long-running
+	modeOnce                   // RunOnce
+)
+
 // Start begins starting attempts: jobs become eligible as JB-2 says. It
 // returns at once; call [Engine.Close] to stop. Use [Engine.Run] instead in
 // a process that should stop on SIGINT or SIGTERM. If starting fails
@@ -651,7 +664,8 @@ func (e *Engine) submit(ctx context.Context, fn func(m *scheduler.Machine, now t
 // startup_failure and Start returns a [*StartupError] (SD-35). On an
 // engine already started, Start does nothing and returns nil, whatever
 // ctx (a nil one is refused, as [Engine] says): it never undoes a start
-// that succeeded.
+// that succeeded. While [Engine.RunOnce] works off the engine, which it
+// then closes, Start is refused with an error matching [ErrState].
 func (e *Engine) Start(ctx context.Context) error {
 	if err := checkContext(ctx); err != nil {
 		return err
@@ -660,6 +674,11 @@ func (e *Engine) Start(ctx context.Context) error {
 		return err
 	}
 	e.mu.Lock()
+	if e.mode == modeOnce {
+		e.mu.Unlock()
+		return fmt.Errorf("%w: RunOnce is working off the engine and will close it: Start an engine that is only open", ErrState)
+	}
+	e.mode = modeLong
 	started := e.dispatching
 	e.mu.Unlock()
 	if started {
@@ -1071,11 +1090,24 @@ var _ scheduler.Appender = (*journalAppender)(nil)
 // RunOnce starts the engine, processes the work that is eligible at the
 // clock's current instant until nothing more is (JB-9), then closes the
 // engine. It never runs the periodic workflow deadline check. Jobs that
-// become available later stay pending in the journal.
+// become available later stay pending in the journal. It takes an engine
+// that is only open: on one already started with [Engine.Start] or
+// [Engine.Run], or that another RunOnce works off, it returns an error
+// matching [ErrState] and leaves the engine as it was.
 func (e *Engine) RunOnce(ctx context.Context) error {
 	if err := checkContext(ctx); err != nil {
 		return err
 	}
+	if err := e.admit(); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	if e.mode != modeNone {
+		e.mu.Unlock()
+		return fmt.Errorf("%w: the engine is already started: RunOnce takes an engine that is only open", ErrState)
+	}
+	e.mode = modeOnce
+	e.mu.Unlock()
 	if err := e.startOnce(ctx); err != nil {
 		return err
 	}
