@@ -32,6 +32,8 @@ import (
 // call until it has gone, so that starts and settlements never queue
 // behind more: under a flood of producers, Enqueue waits for room there,
 // and a ctx that ends meanwhile returns its error with nothing appended.
+// Once a shutdown has begun, Enqueue is refused with [ErrShuttingDown]
+// (JB-1, SD-12).
 func (e *Engine) Enqueue(ctx context.Context, handler string, payload any, opts ...JobOption) (string, error) {
 	if err := checkContext(ctx); err != nil {
 		return "", err
@@ -248,8 +250,12 @@ func (e *Engine) Bury(ctx context.Context, id string) error {
 }
 
 // Retry moves a buried job back to pending, available now, with a fresh
-// consumed count (JB-7). An ended ctx returns its error and appends
-// nothing (see [Engine]).
+// consumed count (JB-7). A job that is not buried, and a buried step job
+// whose workflow is not running (retry the workflow instead, with
+// [Engine.RetryWorkflow]), are refused with an error matching [ErrState];
+// an unknown id with a [*NameError] matching [ErrNotFound]. An ended ctx
+// returns its error and appends nothing (see [Engine]). Once a shutdown
+// has begun it is refused with [ErrShuttingDown] (SD-12).
 func (e *Engine) Retry(ctx context.Context, id string) error {
 	if err := checkContext(ctx); err != nil {
 		return err
@@ -266,8 +272,10 @@ func (e *Engine) Retry(ctx context.Context, id string) error {
 }
 
 // RetryBuried requeues every buried job of queue and returns how many it
-// requeued (JB-7). An ended ctx returns its error and appends nothing
-// (see [Engine]).
+// requeued (JB-7), skipping buried step jobs whose workflow is not
+// running. An ended ctx returns its error and appends nothing (see
+// [Engine]). Once a shutdown has begun it is refused with
+// [ErrShuttingDown] (SD-12).
 func (e *Engine) RetryBuried(ctx context.Context, queue string) (int, error) {
 	if err := checkContext(ctx); err != nil {
 		return 0, err
@@ -310,7 +318,8 @@ func (e *Engine) PauseQueue(ctx context.Context, queue string) error {
 
 // ResumeQueue resumes a paused queue (JB-8). Resuming a running queue
 // appends nothing. An ended ctx returns its error and appends nothing
-// (see [Engine]).
+// (see [Engine]). Once a shutdown has begun it is refused with
+// [ErrShuttingDown] (SD-12).
 func (e *Engine) ResumeQueue(ctx context.Context, queue string) error {
 	if err := checkContext(ctx); err != nil {
 		return err

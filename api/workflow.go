@@ -489,7 +489,9 @@ func (w *Workflow) MustCompleteWithin(d time.Duration) *Workflow {
 }
 
 // OnDeadline names the registered deadline handler to run after the
-// workflow expires (WD-2, WD-10); see [HandleDeadline].
+// workflow expires (WD-2, WD-10); see [HandleDeadline]. Only a workflow
+// with [Workflow.MustCompleteWithin] expires: without it the workflow has
+// no deadline (WD-4) and the handler never runs.
 func (w *Workflow) OnDeadline(name string) *Workflow {
 	if err := validateName(name); err != nil {
 		w.fail("", "OnDeadline", err.Error())
@@ -551,7 +553,8 @@ func stepHandlerName(workflow, step string, branch, branches int) string {
 // longer than [SubWorkflowChainMax] is refused, and so is one two of whose
 // steps would run under one handler name, or one of whose step handler
 // names a job handler or another workflow's step holds (see
-// [NewWorkflow]). Nothing is registered or appended on refusal.
+// [NewWorkflow]). Nothing is registered or appended on refusal. Once a
+// shutdown has begun, Register is refused with [ErrShuttingDown] (SD-12).
 //
 // A workflow keeps the definition it was dispatched with: its hash is in
 // the journal (WF-2). If a process registers a changed definition under

@@ -186,7 +186,8 @@ func IdempotencyKey(k string) DispatchOption {
 // holds, a cancelled ctx or a closed engine return a typed error and
 // append nothing; a ctx that ends during the call is
 // treated as [Engine] says: once the engine has taken the call, it returns
-// the workflow id even if ctx ended meanwhile.
+// the workflow id even if ctx ended meanwhile. Once a shutdown has begun,
+// Dispatch is refused with [ErrShuttingDown] (WF-13, SD-12).
 //
 // A handler may call Dispatch. The dispatch is its own append, not part of
 // the attempt's settlement: an attempt that fails or is redelivered after
@@ -254,6 +255,7 @@ func (e *Engine) encodeUserState(what string, s State) ([]byte, error) {
 // [ErrSignalLimit], except one its current wait step needs: a name it
 // waits for, with none of that name stored.
 // An ended ctx returns its error and appends nothing (see [Engine]).
+// Once a shutdown has begun it is refused with [ErrShuttingDown] (SD-12).
 func (e *Engine) Signal(ctx context.Context, id, name string, payload State) error {
 	if err := checkContext(ctx); err != nil {
 		return err
@@ -289,8 +291,10 @@ func (e *Engine) PauseWorkflow(ctx context.Context, id string) error {
 	})))
 }
 
-// ResumeWorkflow resumes a paused workflow (WF-16). An ended ctx returns
-// its error and appends nothing (see [Engine]).
+// ResumeWorkflow resumes a paused workflow (WF-16); a workflow in any
+// other status is refused with an error matching [ErrState]. An ended ctx
+// returns its error and appends nothing (see [Engine]). Once a shutdown
+// has begun it is refused with [ErrShuttingDown] (SD-12).
 func (e *Engine) ResumeWorkflow(ctx context.Context, id string) error {
 	if err := checkContext(ctx); err != nil {
 		return err
@@ -324,8 +328,10 @@ func (e *Engine) CancelWorkflow(ctx context.Context, id string) error {
 // with fresh attempts; deadline_at is unchanged (WF-18, WD-13). A Parallel
 // step runs again only the branches that have not succeeded, counting those
 // that succeeded after the failure; their outputs are merged when the step
-// completes. An ended ctx returns its error and appends nothing (see
-// [Engine]).
+// completes. A workflow that is not failed is refused with an error
+// matching [ErrState]. An ended ctx returns its error and appends nothing
+// (see [Engine]). Once a shutdown has begun it is refused with
+// [ErrShuttingDown] (SD-12).
 func (e *Engine) RetryWorkflow(ctx context.Context, id string) error {
 	if err := checkContext(ctx); err != nil {
 		return err
