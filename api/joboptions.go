@@ -3,6 +3,7 @@ package api
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/quire-dev/quire/deadlines"
@@ -140,6 +141,9 @@ func MaxAttempts(n int) JobOption {
 // Backoff sets the job's retry delay policy (DL-4, DL-5). Zero Base and
 // Max take their defaults.
 func Backoff(b BackoffPolicy) JobOption {
+	// A copy of the list: Handle keeps the policy as a default, validated
+	// once, and the caller may reuse its slice.
+	b.List = slices.Clone(b.List)
 	return func(o *jobOptions) {
 		b = b.WithDefaults()
 		if err := b.Validate(); err != nil {

@@ -365,16 +365,25 @@ func (o Options) withDefaults() Options {
 	if o.SnapshotBytesMax == 0 {
 		o.SnapshotBytesMax = SnapshotBytesMaxDefault
 	}
-	// A copy: appending to the caller's slice later changes nothing.
+	// Copies of the slices and maps the engine reads after Open (Queues
+	// it reads once, at Open): Open validates the options once, and what
+	// the caller writes to its own afterwards (a nil middleware, a delay
+	// out of range) must neither reach the engine unvalidated nor race
+	// with it.
 	o.OwnedResources = slices.Clone(o.OwnedResources)
+	o.Middleware = slices.Clone(o.Middleware)
+	o.Guards = slices.Clone(o.Guards)
+	o.Backoff.List = slices.Clone(o.Backoff.List)
 	if o.QueueOptions != nil {
-		// A copy: the caller's map and policies stay untouched.
 		qs := make(map[string]QueueOptions, len(o.QueueOptions))
 		for name, q := range o.QueueOptions {
 			if q.Backoff != nil {
 				b := q.Backoff.WithDefaults()
+				b.List = slices.Clone(b.List)
 				q.Backoff = &b
 			}
+			q.Middleware = slices.Clone(q.Middleware)
+			q.Guards = slices.Clone(q.Guards)
 			qs[name] = q
 		}
 		o.QueueOptions = qs
