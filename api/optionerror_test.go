@@ -192,7 +192,8 @@ func TestOptions_EveryFieldAtItsBoundsAndDefault(t *testing.T) {
 }
 
 // Names in Options follow the name rule (1..NameBytesMax bytes), and
-// the field of a bad one is named with its index or queue.
+// the field of a bad one is named with its index or queue; every such
+// refusal matches ErrInvalidName, as a bad name given to a call does.
 func TestOptions_QueueNamesFollowTheNameRule(t *testing.T) {
 	t.Parallel()
 	long := strings.Repeat("q", api.NameBytesMax+1)
@@ -213,6 +214,9 @@ func TestOptions_QueueNamesFollowTheNameRule(t *testing.T) {
 			eng.Close(t.Context())
 		}
 		wantOptionError(t, c.name, err, c.field)
+		if !errors.Is(err, api.ErrInvalidName) {
+			t.Errorf("%s: %v does not match ErrInvalidName", c.name, err)
+		}
 	}
 	opts := memOptions()
 	opts.Queues = []string{strings.Repeat("q", api.NameBytesMax)}

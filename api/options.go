@@ -464,7 +464,7 @@ func (o Options) validateQueues() error {
 		q := o.QueueOptions[name]
 		prefix := fmt.Sprintf("Options.QueueOptions[%q].", name)
 		if err := validateName(name); err != nil {
-			return &OptionError{Field: "Options.QueueOptions", Value: name, Reason: "queue name " + err.Error()}
+			return &OptionError{Field: "Options.QueueOptions", Value: name, Reason: "queue name " + err.Error(), Err: err}
 		}
 		var checks []error
 		if q.DeliveryTimeout != 0 {
