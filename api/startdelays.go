@@ -41,12 +41,13 @@ func (s StartDelays) Total() uint64 {
 }
 
 // Sub returns the delays counted in s and not in earlier, an earlier
-// reading of the same engine.
+// reading of the same engine. A bucket earlier counts more of than s (the
+// readings swapped) counts 0, rather than wrapping around.
 func (s StartDelays) Sub(earlier StartDelays) StartDelays {
 	out := StartDelays{Bounds: s.Bounds, Counts: slices.Clone(s.Counts)}
 	for i := range out.Counts {
 		if i < len(earlier.Counts) {
-			out.Counts[i] -= earlier.Counts[i]
+			out.Counts[i] -= min(earlier.Counts[i], out.Counts[i])
 		}
 	}
 	return out

@@ -49,6 +49,10 @@ func TestStartDelaysQuantileAndSub(t *testing.T) {
 	if s.Counts[0] != 90 {
 		t.Errorf("Sub changed its receiver: %v", s.Counts)
 	}
+	// Readings swapped: no bucket wraps around to nearly 2^64.
+	if w := (api.StartDelays{Bounds: bounds, Counts: []uint64{80, 9, 0, 0}}).Sub(s); !slices.Equal(w.Counts, []uint64{0, 0, 0, 0}) {
+		t.Errorf("Sub of a later reading: counts %v, want all 0", w.Counts)
+	}
 }
 
 // Every execution counts once, retries included, and an attempt
