@@ -31,8 +31,9 @@ var (
 	// ErrState refuses an operation the target's status does not allow,
 	// such as burying a processing job.
 	ErrState = errors.New("quire: operation not allowed in this state")
-	// ErrInvalidName refuses a name that breaks its rule (empty, or over
-	// [NameBytesMax] bytes; an id over 127 bytes): a handler's, queue's,
+	// ErrInvalidName refuses a name that breaks its rule (empty, over
+	// [NameBytesMax] bytes, not valid UTF-8, or holding a control
+	// character; an id over 127 bytes): a handler's, queue's,
 	// workflow's, step's, signal's or resource's name. The error is a
 	// [*NameError] (or an [*OptionError] for an option's value) naming it.
 	// A handler name that breaks it, given to [Engine.Enqueue] or

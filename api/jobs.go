@@ -17,9 +17,9 @@ import (
 // matching [ErrInvalidPayload]. With [Unique], an existing pending or
 // processing job enqueued with Unique for the same handler and payload is
 // returned instead and nothing is appended (JB-5). A handler name that
-// breaks the name rule (empty, or over [NameBytesMax] bytes) is checked
-// first, with a [*NameError] matching [ErrInvalidName] and, since no
-// handler can be registered under it, [ErrUnknownHandler]. An
+// breaks the name rule ([ErrInvalidName]) is checked first, with a
+// [*NameError] matching [ErrInvalidName] and, since no handler can be
+// registered under it, [ErrUnknownHandler]. An
 // unregistered handler ([ErrUnknownHandler]; the handler of a workflow
 // step too, with an error naming the step: the engine enqueues a step's
 // jobs), an invalid option or

@@ -13,7 +13,9 @@ import (
 )
 
 // Every entry point that takes a handler or queue name refuses one that
-// breaks the name rule (empty, or over NameBytesMax bytes) with an error
+// breaks the name rule (empty, over NameBytesMax bytes, not UTF-8, or
+// holding a control character, which qctl could not print as the name)
+// with an error
 // matching ErrInvalidName that names it and states the rule, and appends
 // nothing (JB-1, JB-7, JB-8). Enqueue used to look the handler up first
 // and say only "handler not registered": its error now matches
@@ -32,6 +34,9 @@ func TestNameRule_EveryEntryPoint(t *testing.T) {
 		{"", "must not be empty"},
 		{strings.Repeat("h", api.NameBytesMax+1), "limit 100"},
 		{strings.Repeat("h", 200), "is 200 bytes"},
+		{"send\x00mail", "control character U+0000 at byte 4"},
+		{"two\nlines", "control character U+000A at byte 3"},
+		{"bad\xffname", "not valid UTF-8"},
 	}
 	type want struct {
 		kind     string // the *NameError's Kind, or "" for an *OptionError

@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
@@ -61,7 +63,7 @@ type Options struct {
 	Workers int
 	// Queues lists the queues served first, in this order; other queues
 	// follow in name order (JB-2). Empty means name order for all. Each
-	// name is 1..NameBytesMax bytes and appears once.
+	// name follows the name rule ([ErrInvalidName]) and appears once.
 	Queues []string
 
 	// DeliveryTimeout is the execution and cleanup budget of one attempt
@@ -496,12 +498,23 @@ func (o Options) validateQueues() error {
 // NameBytesMax bounds handler, queue and workflow names.
 const NameBytesMax = 100
 
+// validateName checks the name rule: 1..NameBytesMax bytes of valid UTF-8
+// without control characters. Names are stored in the journal and shown
+// by qctl, in tables and in JSON: a NUL, a newline or a byte that is not
+// UTF-8 would print as something other than the name.
 func validateName(s string) error {
 	if s == "" {
 		return nameRuleError("must not be empty")
 	}
 	if len(s) > NameBytesMax {
 		return nameRuleError(fmt.Sprintf("is %d bytes, limit %d", len(s), NameBytesMax))
+	}
+	if !utf8.ValidString(s) {
+		return nameRuleError("is not valid UTF-8")
+	}
+	if i := strings.IndexFunc(s, unicode.IsControl); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(s[i:])
+		return nameRuleError(fmt.Sprintf("holds the control character %U at byte %d", r, i))
 	}
 	return nil
 }

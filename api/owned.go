@@ -24,7 +24,7 @@ const OwnedResourcesMax = 64
 // report is then Incomplete (SD-37).
 type OwnedResource struct {
 	// Name identifies the resource in diagnostics. Required; at most
-	// NameBytesMax bytes.
+	// NameBytesMax bytes, under the name rule ([ErrInvalidName]).
 	Name string
 	// Closer is closed with Close. Close takes no context, so one that
 	// blocks can only be abandoned; prefer CloseFunc for resources whose
