@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/quire-dev/quire/api"
@@ -95,23 +96,11 @@ func TestSD12_AdmissionCallsRefusedDuringShutdown(t *testing.T) {
 			t.Errorf("SD-12: %s during a shutdown: err = %v, want one matching ErrShuttingDown", c.name, err)
 		}
 	}
-	if after := counts(); !equalInts(before, after) {
+	if after := counts(); !slices.Equal(before, after) {
 		t.Errorf("SD-12: refused calls appended: counts of %v went %v -> %v", kinds, before, after)
 	}
 	close(release)
 	if err := <-res; err != nil {
 		t.Fatalf("shutdown: %v", err)
 	}
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -70,7 +71,7 @@ func TestOpenKeepsItsOwnCopyOfOptionSlices(t *testing.T) {
 	b.wantStatus(ja, api.JobCompleted)
 	b.wantStatus(jb, api.JobCompleted)
 	want := []string{"global", "global-guard", "run a", "global", "global-guard", "run b"}
-	if got := rec.get(); !equalStrings(got, want) {
+	if got := rec.get(); !slices.Equal(got, want) {
 		t.Fatalf("attempts ran %q, want %q", got, want)
 	}
 
@@ -92,20 +93,8 @@ func TestOpenKeepsItsOwnCopyOfOptionSlices(t *testing.T) {
 		if got := j.AvailableAt.Sub(b.clk.Now()); got != c.delay {
 			t.Errorf("%s on %s: retry available in %v, want %v", c.handler, c.queue, got, c.delay)
 		}
-		if got := rec.get()[n:]; !equalStrings(got, c.ran) {
+		if got := rec.get()[n:]; !slices.Equal(got, c.ran) {
 			t.Errorf("%s on %s: attempt ran %q, want %q", c.handler, c.queue, got, c.ran)
 		}
 	}
-}
-
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
