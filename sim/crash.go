@@ -203,7 +203,7 @@ func keepImage(img vfs.FS, dst, what string) string {
 	if err := j.Close(); err != nil {
 		return fmt.Sprintf("%s: kept in %s, which does not close as a journal: %v", what, dst, err)
 	}
-	return fmt.Sprintf("%s: qctl inspect %s", what, dst)
+	return fmt.Sprintf("%s: qctl inspect %s", what, shellWord(dst))
 }
 
 // artifactDirNameMax bounds the test-name part of an image directory's

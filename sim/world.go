@@ -541,6 +541,9 @@ func (w *World) report(n int) string {
 // rerunCommand is the shell command that runs test (a test's full name,
 // subtests included) alone with seed: from the package's directory, where
 // go test runs a test binary, with a -run pattern anchored at every level.
+// The directory and the pattern are quoted for a POSIX shell, so that a
+// subtest name with a quote ("customer's order") or a directory with a
+// space still make a command that runs as printed.
 func rerunCommand(seed uint64, test string) string {
 	parts := strings.Split(test, "/")
 	for i, p := range parts {
@@ -548,9 +551,33 @@ func rerunCommand(seed uint64, test string) string {
 	}
 	dir, err := os.Getwd()
 	if err != nil {
-		dir = "<package directory>"
+		return fmt.Sprintf("cd <package directory> && QUIRE_SEED=0x%x go test -run %s .", seed, shellQuote(strings.Join(parts, "/")))
 	}
-	return fmt.Sprintf("cd %s && QUIRE_SEED=0x%x go test -run '%s' .", dir, seed, strings.Join(parts, "/"))
+	return fmt.Sprintf("cd %s && QUIRE_SEED=0x%x go test -run %s .", shellWord(dir), seed, shellQuote(strings.Join(parts, "/")))
+}
+
+// shellQuote quotes s as one word for a POSIX shell: in single quotes,
+// each single quote of s written as a quote that ends the quoting, a
+// backslash-escaped quote and a quote that starts it again.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// shellWord is s as one word for a POSIX shell: as is when it holds only
+// bytes no shell treats specially (a usual path), else [shellQuote]d.
+func shellWord(s string) string {
+	if s == "" {
+		return "''"
+	}
+	for _, c := range []byte(s) {
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("@%+=:,./_-", c) >= 0:
+		default:
+			return shellQuote(s)
+		}
+	}
+	return s
 }
 
 // Failed reports whether the world has failed; steps after a failure do
