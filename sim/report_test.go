@@ -183,3 +183,67 @@ func countRecords(t *testing.T, dir string) int {
 	}
 	return n
 }
+
+// reportCheckChildEnv names the way TestReportCheckChild fails, in the
+// test binary TestFailureReportCheckRun re-executes.
+const reportCheckChildEnv = "QUIRE_SIM_REPORT_CHECK_CHILD"
+
+// TestReportCheckChild runs a sim.Check whose scenario fails on the first
+// run of its seed ("always") or, through a counter it shares between the
+// runs, only on the second ("shared"). It runs only as
+// TestFailureReportCheckRun's child.
+func TestReportCheckChild(t *testing.T) {
+	mode := os.Getenv(reportCheckChildEnv)
+	if mode == "" {
+		t.Skip("run by TestFailureReportCheckRun")
+	}
+	runs := 0 // the scenario's bug: shared between the runs of a seed
+	sim.Check(t, 1, func(w *sim.World) {
+		runs++
+		register(w)
+		w.Enqueue("work", msg{N: 1})
+		w.Advance(time.Second)
+		if mode == "always" || runs > 1 {
+			w.T().Fatalf("deliberate failure in run %d", runs)
+		}
+	})
+}
+
+// TestFailureReportCheckRun checks what a user of sim.Check reads when a
+// scenario fails on a later run of a seed than the first (RL-8): the
+// report says which run of the three failed and that the runs before it
+// passed, so that the outcome is not the seed's alone; a failure on the
+// first run says nothing of the kind. Without it, a failure in run 2
+// looked like any failure of the seed, whose first run the user saw pass.
+func TestFailureReportCheckRun(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []string{"always", "shared"} {
+		t.Run(mode, func(t *testing.T) {
+			cmd := exec.Command(exe, "-test.run=^TestReportCheckChild$", "-test.count=1")
+			cmd.Env = append(os.Environ(), reportCheckChildEnv+"="+mode, "QUIRE_SIM_OUT="+t.TempDir())
+			b, err := cmd.CombinedOutput()
+			text := string(b)
+			if err == nil {
+				t.Fatalf("the child passed:\n%s", text)
+			}
+			seed := strconv.FormatUint(sim.Seeds(t, 1)[0], 16)
+			note := "sim.Check: this is run 2 of 3 of seed 0x" + seed + ", and the runs before it passed"
+			switch mode {
+			case "always":
+				if !strings.Contains(text, "deliberate failure in run 1") || strings.Contains(text, "sim.Check: this is run") {
+					t.Fatalf("a failure in the first run, reported as a later run's:\n%s", text)
+				}
+			case "shared":
+				if !strings.Contains(text, "deliberate failure in run 2") || !strings.Contains(text, note) {
+					t.Fatalf("no %q in:\n%s", note, text)
+				}
+			}
+			if !strings.Contains(text, "rerun: ") {
+				t.Fatalf("no rerun command in:\n%s", text)
+			}
+		})
+	}
+}

@@ -72,11 +72,16 @@ func Run(t *testing.T, def int, scenario func(w *World), opts ...Option) {
 	}
 }
 
+// checkRuns is how many times [Check] runs each seed.
+const checkRuns = 3
+
 // Check is the determinism check (T9, RL-8): it runs scenario three times
 // per seed, twice as is and once under GOMAXPROCS=1, and fails unless the
 // three traces are equal step by step and end in the same state digest.
 // A mismatch names the first divergent step. Failures are reported as
-// [Run] reports them, and so is a def below 1 or a nil scenario.
+// [Run] reports them, and so is a def below 1 or a nil scenario; a
+// failure in the second or third run of a seed also says which run it
+// was and that the runs before it passed.
 func Check(t *testing.T, def int, scenario func(w *World), opts ...Option) {
 	t.Helper()
 	if scenario == nil {
@@ -85,13 +90,13 @@ func Check(t *testing.T, def int, scenario func(w *World), opts ...Option) {
 	outer := t
 	for _, seed := range Seeds(t, def) {
 		ok := t.Run(fmt.Sprintf("seed=0x%x", seed), func(t *testing.T) {
-			var runs [3]*World
+			var runs [checkRuns]*World
 			for i := range runs {
-				if i == 2 {
+				if i == checkRuns-1 {
 					prev := runtime.GOMAXPROCS(1)
 					defer runtime.GOMAXPROCS(prev)
 				}
-				w := New(seed, append([]Option{WithT(t), under(outer)}, opts...)...)
+				w := New(seed, append([]Option{WithT(t), under(outer), checkRunOf(i + 1)}, opts...)...)
 				scenario(w)
 				finish(t, w)
 				runs[i] = w

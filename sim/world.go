@@ -78,6 +78,10 @@ type config struct {
 	// bad describes the options the world refuses (a nil function): New
 	// fails the world with it.
 	bad []string
+
+	// checkRun is the run of its seed that [Check] builds the world for,
+	// 1 to checkRuns, or 0 for a world of [Run] or [New].
+	checkRun int
 }
 
 // WithT reports the world's failures to tb: the first oracle violation or
@@ -92,6 +96,10 @@ func WithT(tb testing.TB) Option { return func(c *config) { c.tb = tb } }
 // under makes a world of [Run] or [Check] treat a failure of outer, the
 // test the seed's subtest runs under, as a failure of the seed.
 func under(outer testing.TB) Option { return func(c *config) { c.outer = outer } }
+
+// checkRunOf marks the world as run n (from 1) of its seed under [Check],
+// which its failure report names.
+func checkRunOf(n int) Option { return func(c *config) { c.checkRun = n } }
 
 // Setup adds f to the functions that register handlers and workflows on
 // every engine instance the world opens (the first and each one after a
@@ -534,8 +542,25 @@ func (w *World) testCheck(when string, n int, what string) {
 // its failure at step n: the trace hash, where the images are, the rerun
 // command.
 func (w *World) report(n int) string {
-	return fmt.Sprintf("trace hash %016x\n%s\nrerun: %s",
-		w.trace, w.keepArtifacts(n), rerunCommand(w.seed, w.cfg.tb.Name()))
+	return fmt.Sprintf("%strace hash %016x\n%s\nrerun: %s",
+		w.checkNote(), w.trace, w.keepArtifacts(n), rerunCommand(w.seed, w.cfg.tb.Name()))
+}
+
+// checkNote says, for a world of [Check] past its seed's first run,
+// which run failed and what that means: the runs before it passed on the
+// same seed, so something other than the seed decides the outcome (RL-8).
+func (w *World) checkNote() string {
+	if w.cfg.checkRun < 2 {
+		return ""
+	}
+	procs := ""
+	if w.cfg.checkRun == checkRuns {
+		procs = ", under GOMAXPROCS=1"
+	}
+	return fmt.Sprintf("sim.Check: this is run %d of %d of seed 0x%x%s, and the runs before it passed: "+
+		"something other than the seed decides the outcome (RL-8), such as state the scenario or its handlers share "+
+		"between runs (a variable declared outside the scenario function), a global random source, real time, "+
+		"or goroutines of their own\n", w.cfg.checkRun, checkRuns, w.seed, procs)
 }
 
 // rerunCommand is the shell command that runs test (a test's full name,
