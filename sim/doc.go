@@ -183,7 +183,8 @@
 // names the seed, the step and the instant. It wraps [ErrViolation] when
 // the engine broke a guarantee, [ErrMisuse] when the scenario or a handler
 // used the world wrongly (a step from a handler or after [World.Finish], a
-// nil function, a negative duration, an option the world cannot honour),
+// nil function, a negative duration, an option the world cannot honour, a
+// [World.Do] that shuts the engine down or closes it),
 // and the engine's own error when it reports one, so errors.Is(w.Err(),
 // api.ErrUnknownHandler) holds for an enqueue of an unknown handler.
 // Steps that return an error ([World.Do], [World.Signal],

@@ -20,7 +20,7 @@ var (
 	// the world as it must not be used: a step from a handler, a step
 	// after [World.Finish], [World.Take] from the scenario or twice
 	// under one key, a nil function, a negative duration, an option the
-	// world cannot honour.
+	// world cannot honour, a [World.Do] that shuts the engine down.
 	ErrMisuse = errors.New("sim: misuse of the world")
 )
 

@@ -2,6 +2,7 @@ package sim_test
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -450,5 +451,61 @@ func TestTakeZeroReturnsAtOnce(t *testing.T) {
 	}
 	if works := w.Works(); len(works) != 0 {
 		t.Fatalf("Take of 0 recorded works %+v", works)
+	}
+}
+
+// TestDoClosingEngineIsMisuse checks that a Do whose function shuts the
+// world's engine down or closes it behind the world's back (a scenario
+// testing its shutdown with e.Shutdown instead of World.Shutdown) fails
+// the world as a misuse that names the steps to use, at that Do, which
+// returns the failure. It used to fail at the same step with "wait idle:
+// quire: engine closed", which said neither what was wrong nor what to do.
+func TestDoClosingEngineIsMisuse(t *testing.T) {
+	for name, f := range map[string]func(ctx context.Context, e *api.Engine) error{
+		"Shutdown": func(ctx context.Context, e *api.Engine) error { return e.Shutdown(ctx) },
+		"Close":    func(ctx context.Context, e *api.Engine) error { return e.Close(ctx) },
+		"RunOnce":  func(ctx context.Context, e *api.Engine) error { return e.RunOnce(ctx) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			w := sim.New(1)
+			handleA(w, func(ctx context.Context, d *api.Delivery, in msg) error { return nil })
+			w.Enqueue("a", msg{N: 1})
+			steps := len(w.Trace())
+			err := w.Do("stop it", f)
+			if !errors.Is(err, sim.ErrMisuse) || !strings.Contains(err.Error(), `Do("stop it") shut the engine down or closed it`) ||
+				!strings.Contains(err.Error(), "World.Shutdown") {
+				t.Fatalf("Do returned %v, want the misuse named", err)
+			}
+			if werr := w.Err(); werr != err {
+				t.Fatalf("World.Err() = %v, want Do's %v", werr, err)
+			}
+			if !strings.Contains(err.Error(), fmt.Sprintf("step %d ", steps)) {
+				t.Fatalf("%v: not charged to the Do's step %d", err, steps)
+			}
+			w.Finish()
+		})
+	}
+}
+
+// TestDoDuringWorldShutdownIsNoMisuse checks the other side: a Do while
+// the world's own shutdown runs (an enqueue it expects to be refused) is
+// no misuse, although the engine's shutdown has started.
+func TestDoDuringWorldShutdownIsNoMisuse(t *testing.T) {
+	w := sim.New(1)
+	handleA(w, func(ctx context.Context, d *api.Delivery, in msg) error {
+		return w.Take(ctx, d.JobID(), time.Second, sim.Cooperate)
+	})
+	w.Enqueue("a", msg{N: 1})
+	w.BeginShutdown()
+	err := w.Do("enqueue refused", func(ctx context.Context, e *api.Engine) error {
+		_, err := e.Enqueue(ctx, "a", msg{N: 2})
+		return err
+	})
+	if !errors.Is(err, api.ErrShuttingDown) {
+		t.Fatalf("Do returned %v, want ErrShuttingDown", err)
+	}
+	w.Advance(time.Minute)
+	if err := w.Finish(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -90,7 +90,15 @@ func (w *World) Signal(id, name string, payload api.State) error {
 //
 // When the world does not run f (after [World.Finish], once the world has
 // failed, or called from a handler), Do returns the world's failure
-// ([World.Err]), which says why, never nil. A nil f fails the world.
+// ([World.Err]), which says why, never nil. A nil f fails the world, and
+// so does an f that shuts the engine down or closes it (Engine.Shutdown,
+// Close, Run, RunOnce), with [ErrMisuse], which Do then returns: shut
+// down through the world's steps ([World.Shutdown], [World.ForceShutdown],
+// [World.BeginShutdown], [World.Restart]), which follow the shutdown and
+// check its report. f must not block on what only a later step could
+// bring (Engine.Run, which returns only at a shutdown, or a call that
+// waits for work parked in [World.Take]): the clock does not move while f
+// runs.
 func (w *World) Do(what string, f func(ctx context.Context, e *api.Engine) error) error {
 	if tb := w.cfg.tb; tb != nil {
 		tb.Helper()
@@ -103,15 +111,32 @@ func (w *World) Do(what string, f func(ctx context.Context, e *api.Engine) error
 		return w.notRun("Do")
 	}
 	var err error
-	ran := false
+	ran, closed := false, false
 	w.step(what, func() {
 		ran = true
-		err = f(w.ctx, w.eng)
+		eng := w.eng
+		ours := w.shut == nil && !shutdownStarted(eng)
+		err = f(w.ctx, eng)
+		if closed = ours && (shutdownStarted(eng) || eng.Lifecycle() == api.Stopped); closed {
+			w.misuseAt(len(w.steps), "Do(%q) shut the engine down or closed it (Engine.Shutdown, Close, Run or RunOnce; it returned %v): "+
+				"the world runs its engine and must see every shutdown to follow and check it; use World.Shutdown, "+
+				"World.ForceShutdown, World.BeginShutdown with World.Force, or World.Restart, after which the next step reopens the engine", what, err)
+		}
 	})
-	if !ran {
+	if !ran || closed {
 		return w.notRun("Do")
 	}
 	return err
+}
+
+// shutdownStarted reports whether a shutdown of e was initiated.
+func shutdownStarted(e *api.Engine) bool {
+	select {
+	case <-e.ShutdownStarted():
+		return true
+	default:
+		return false
+	}
 }
 
 // notRun is what a step that returns an error returns when it did not
