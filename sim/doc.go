@@ -237,7 +237,9 @@
 //     other. A goroutine of another test that computes, sleeps or stays in
 //     a system call holds back every quiescent point until it stops, and
 //     after 60 s of it the watchdog fails the world, listing the
-//     goroutines that were not waiting.
+//     goroutines that were not waiting. (The receiver goroutine that the
+//     process's first signal.Notify starts, Engine.Run's included, waits
+//     for a signal in a system call and counts as waiting.)
 //   - Engine-internal concurrency that one event starts (an on-deadline
 //     handler running beside an attempt, a quarantined execution returning
 //     while hooks run) can still order its records differently between

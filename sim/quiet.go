@@ -58,16 +58,13 @@ func quiet(buf *[]byte) bool {
 }
 
 // allBlocked reads a runtime.Stack dump: the caller's goroutine comes
-// first, then every other one, each headed "goroutine N [state...]:".
+// first, then every other one, each headed "goroutine N [state...]:" and
+// followed by its frames, innermost first.
 func allBlocked(dump []byte) bool {
 	first := true
 	for len(dump) > 0 {
-		line := dump
-		if i := bytes.IndexByte(dump, '\n'); i >= 0 {
-			line, dump = dump[:i], dump[i+1:]
-		} else {
-			dump = nil
-		}
+		var line []byte
+		line, dump = nextLine(dump)
 		if !bytes.HasPrefix(line, []byte("goroutine ")) {
 			continue
 		}
@@ -75,16 +72,38 @@ func allBlocked(dump []byte) bool {
 			first = false // the caller
 			continue
 		}
-		if !blocked(line) {
+		frame, _ := nextLine(dump)
+		if !blocked(line, frame) {
 			return false
 		}
 	}
 	return true
 }
 
+// nextLine splits b after its first line, which it returns without the
+// newline.
+func nextLine(b []byte) (line, rest []byte) {
+	if i := bytes.IndexByte(b, '\n'); i >= 0 {
+		return b[:i], b[i+1:]
+	}
+	return b, nil
+}
+
+// signalRecv is the innermost frame of the goroutine os/signal starts at
+// the process's first signal.Notify, which waits for the next OS signal
+// in a system call for the rest of the process's life.
+var signalRecv = []byte("os/signal.signal_recv(")
+
 // blocked reads the header of a goroutine in a dump, "goroutine N
-// [state...]:", and reports whether its state is one of blockedStates.
-func blocked(header []byte) bool {
+// [state...]:", and its innermost frame, and reports whether it waits:
+// its state is one of blockedStates, or it is os/signal's receiver in
+// its system call, which waits for outside input (a signal) as a pipe in
+// "IO wait" does. Any other goroutine in a system call is at work.
+// Without that exception a test binary in which anything had called
+// signal.Notify (Engine.Run does, and so may the application's own code)
+// never reached a quiescent point in step mode again: every later world
+// that parked work or shut down failed through the watchdog.
+func blocked(header, frame []byte) bool {
 	open := bytes.IndexByte(header, '[')
 	if open < 0 {
 		return false
@@ -95,7 +114,7 @@ func blocked(header []byte) bool {
 			return true
 		}
 	}
-	return false
+	return bytes.HasPrefix(state, []byte("syscall")) && bytes.HasPrefix(frame, signalRecv)
 }
 
 // quietMu lets one world of the process at a time wait for a quiescent
@@ -192,8 +211,9 @@ func busy(buf *[]byte) string {
 	var out []byte
 	listed, more := 0, 0
 	for i, g := range bytes.Split(dump, []byte("\n\n")) {
-		header, _, _ := bytes.Cut(g, []byte("\n"))
-		if i == 0 || !bytes.HasPrefix(header, []byte("goroutine ")) || blocked(header) {
+		header, rest := nextLine(g)
+		frame, _ := nextLine(rest)
+		if i == 0 || !bytes.HasPrefix(header, []byte("goroutine ")) || blocked(header, frame) {
 			continue // the caller, or blocked
 		}
 		if listed == busyListMax || len(out)+len(g) > busyBytesMax {

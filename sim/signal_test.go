@@ -1,0 +1,62 @@
+package sim_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"os/signal"
+	"testing"
+	"time"
+
+	"github.com/quire-dev/quire/api"
+	"github.com/quire-dev/quire/sim"
+)
+
+// signalChildEnv makes TestSignalNotifyChild run, in the test binary
+// TestStepModeAfterSignalNotify re-executes.
+const signalChildEnv = "QUIRE_SIM_SIGNAL_CHILD"
+
+// TestSignalNotifyChild calls signal.Notify, as Engine.Run or an
+// application's own code in the same test binary does, which leaves
+// os/signal's receiver goroutine in a system call for the rest of the
+// process, then runs a world in step mode: a handler parked in Take and
+// the shutdown of Finish. It runs only as TestStepModeAfterSignalNotify's
+// child, so that the receiver stays out of this process.
+func TestSignalNotifyChild(t *testing.T) {
+	if os.Getenv(signalChildEnv) == "" {
+		t.Skip("run by TestStepModeAfterSignalNotify")
+	}
+	c := make(chan os.Signal, 1)
+	signal.Notify(c, os.Interrupt)
+	signal.Stop(c) // the receiver goroutine stays all the same
+	w := sim.New(1, sim.WithT(t))
+	handleA(w, func(ctx context.Context, d *api.Delivery, in msg) error {
+		return w.Take(ctx, d.JobID(), time.Second, sim.Cooperate)
+	})
+	id := w.Enqueue("a", msg{N: 1})
+	w.Advance(2 * time.Second)
+	if j := w.Job(id); j.Status != api.JobCompleted {
+		t.Fatalf("job %s, want completed", j.Status)
+	}
+}
+
+// TestStepModeAfterSignalNotify checks that a world finds its quiescent
+// points in step mode in a process where signal.Notify was called: the
+// receiver goroutine os/signal then leaves in a system call waits for an
+// OS signal, outside input, and does not hold back the world. It used to
+// count as work, so every such world failed through the watchdog after
+// 60 s of real time; the child is given 45 s.
+func TestStepModeAfterSignalNotify(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, exe, "-test.run=^TestSignalNotifyChild$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), signalChildEnv+"=1", "QUIRE_SIM_OUT="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the child failed (%v):\n%s", err, out)
+	}
+}
