@@ -509,3 +509,48 @@ func TestDoDuringWorldShutdownIsNoMisuse(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestDoBlockedWatchdog checks that a Do whose function blocks on what no
+// step can bring (Engine.Run, which returns only at a shutdown) fails the
+// world through the watchdog, which names the Do and cancels the
+// function's context, instead of hanging until go test's timeout with no
+// seed named (spec/reliability.md §5, "Watchdog"). The watchdog is
+// shortened to keep the test fast.
+func TestDoBlockedWatchdog(t *testing.T) {
+	defer sim.SetDoWatchdog(sim.SetDoWatchdog(200 * time.Millisecond))
+	w := sim.New(1)
+	handleA(w, func(ctx context.Context, d *api.Delivery, in msg) error { return nil })
+	w.Enqueue("a", msg{N: 1})
+	done := make(chan error, 1)
+	go func() {
+		done <- w.Do("run the worker", func(ctx context.Context, e *api.Engine) error { return e.Run(ctx) })
+	}()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Do(Engine.Run) still blocked after 30 s")
+	}
+	if err == nil || !strings.Contains(err.Error(), `watchdog: the function of Do("run the worker") has not returned`) {
+		t.Fatalf("Do returned %v, want the watchdog's failure", err)
+	}
+	if werr := w.Err(); werr != err {
+		t.Fatalf("World.Err() = %v, want Do's %v", werr, err)
+	}
+	w.Finish()
+}
+
+// TestDoQuickIsNotWatched checks that a Do whose function returns at once
+// is untouched by a short watchdog and gets a live context.
+func TestDoQuickIsNotWatched(t *testing.T) {
+	defer sim.SetDoWatchdog(sim.SetDoWatchdog(time.Millisecond))
+	w := sim.New(1)
+	for i := 0; i < 20; i++ {
+		if err := w.Do("quick", func(ctx context.Context, e *api.Engine) error { return ctx.Err() }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Finish(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -98,7 +98,9 @@ func (w *World) Signal(id, name string, payload api.State) error {
 // check its report. f must not block on what only a later step could
 // bring (Engine.Run, which returns only at a shutdown, or a call that
 // waits for work parked in [World.Take]): the clock does not move while f
-// runs.
+// runs. One that is still running after 60 s of real time fails the
+// world (a watchdog, naming the Do), and its ctx is cancelled, so that a
+// call that honours ctx returns and Do returns the failure.
 func (w *World) Do(what string, f func(ctx context.Context, e *api.Engine) error) error {
 	if tb := w.cfg.tb; tb != nil {
 		tb.Helper()
@@ -116,7 +118,9 @@ func (w *World) Do(what string, f func(ctx context.Context, e *api.Engine) error
 		ran = true
 		eng := w.eng
 		ours := w.shut == nil && !shutdownStarted(eng)
-		err = f(w.ctx, eng)
+		ctx, stop := w.watchDo(what)
+		err = f(ctx, eng)
+		stop()
 		if closed = ours && (shutdownStarted(eng) || eng.Lifecycle() == api.Stopped); closed {
 			w.misuseAt(len(w.steps), "Do(%q) shut the engine down or closed it (Engine.Shutdown, Close, Run or RunOnce; it returned %v): "+
 				"the world runs its engine and must see every shutdown to follow and check it; use World.Shutdown, "+
@@ -127,6 +131,47 @@ func (w *World) Do(what string, f func(ctx context.Context, e *api.Engine) error
 		return w.notRun("Do")
 	}
 	return err
+}
+
+// doWatchdog bounds, in real time, how long the function of one
+// [World.Do] may run; a variable so that a test can shorten it.
+var doWatchdog = idleTimeout
+
+// watchDo returns the context for the function of the Do step what, and
+// the stop to call when it returns. A function still running after
+// doWatchdog of real time waits for something no step can bring while it
+// runs (the clock does not move): the watchdog fails the world, naming
+// the step and listing the goroutines that are not waiting, and cancels
+// the context, so that a call that honours it (Engine.Run, a Shutdown or
+// Signal waiting for the engine) returns and the step reports the
+// failure instead of hanging until go test's timeout.
+func (w *World) watchDo(what string) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(w.ctx)
+	done := make(chan struct{})
+	n := len(w.steps)
+	go func() {
+		t := time.NewTimer(doWatchdog)
+		defer t.Stop()
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		buf := make([]byte, 64<<10)
+		running := busy(&buf)
+		if running == "" {
+			running = "none: every goroutine of the process waits for another, the function's included"
+		}
+		w.failAt(n, "watchdog: the function of Do(%q) has not returned after %v of real time: it waits for something "+
+			"no step can bring while it runs, since the clock does not move (Engine.Run, which returns only at a shutdown, "+
+			"or a call that waits for work parked in World.Take); its context is cancelled now. The goroutines not waiting:\n%s",
+			what, doWatchdog, running)
+		cancel()
+	}()
+	return ctx, func() {
+		close(done)
+		cancel()
+	}
 }
 
 // shutdownStarted reports whether a shutdown of e was initiated.
