@@ -341,7 +341,10 @@ func (w *World) Clock() *clocktest.Clock { return w.clk }
 // Engine returns the current engine instance, opening it if needed. It
 // changes at every crash and restart. After [World.Finish], or once the
 // world has failed, it returns nil (after Finish it also fails the
-// world).
+// world). Read from it freely; create work through the world's steps
+// ([World.Enqueue], [World.Dispatch], [World.Signal], [World.Do]): the
+// oracle learns of what they acknowledge and checks that no crash loses
+// it, which it cannot do for a call made on the engine directly.
 func (w *World) Engine() *api.Engine {
 	if tb := w.cfg.tb; tb != nil {
 		tb.Helper()
