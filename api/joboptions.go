@@ -142,15 +142,19 @@ func MaxAttempts(n int) JobOption {
 // Max take their defaults.
 func Backoff(b BackoffPolicy) JobOption {
 	// A copy of the list: Handle keeps the policy as a default, validated
-	// once, and the caller may reuse its slice.
+	// once, and the caller may reuse its slice. The policy is completed
+	// and checked here, once: the option only reads it, so that one
+	// option value may be given to any number of calls at once.
 	b.List = slices.Clone(b.List)
+	b = b.WithDefaults()
+	err := b.Validate()
 	return func(o *jobOptions) {
-		b = b.WithDefaults()
-		if err := b.Validate(); err != nil {
+		if err != nil {
 			o.fail(backoffErr("Backoff.", b, err))
 			return
 		}
-		o.backoff = &b
+		p := b
+		o.backoff = &p
 	}
 }
 
