@@ -61,17 +61,6 @@ func endedStatus(r record.Record) replay.JobStatus {
 	return replay.JobBuried
 }
 
-// apply folds r. An error is replay's *replay.ApplyError: the journal
-// cannot be trusted past r, and the state is unchanged.
-func (f *folder) apply(r record.Record) error {
-	applied := f.before(r)
-	if err := replay.Apply(f.st, r); err != nil {
-		return err
-	}
-	f.after(r, applied)
-	return nil
-}
-
 // before calls the hooks r is for, if any, before r is applied, and
 // returns what has to run once r applied.
 func (f *folder) before(r record.Record) (applied func()) {

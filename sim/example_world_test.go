@@ -78,15 +78,6 @@ func registerExport(w *sim.World, took time.Duration, mode sim.Mode) {
 // since prints an instant as its offset from T0.
 func since(t time.Time) time.Duration { return t.Sub(sim.T0) }
 
-// kinds lists the kinds of records, in seq order.
-func kinds(recs []record.Record) []string {
-	var out []string
-	for _, r := range recs {
-		out = append(out, r.Kind().String())
-	}
-	return out
-}
-
 // steps lists what each step of a trace did, from step from on.
 func steps(tr []sim.Step, from int) []string {
 	var out []string
