@@ -13,10 +13,7 @@ import (
 // from small pools, so that ids, tokens and attempt numbers sometimes
 // match the state and often do not. The seq is usually the next one.
 func arbitraryRecord(t *rapid.T, s *State) record.Record {
-	ids := []string{"job_a", "job_b", "job_c", ""}
-	for _, id := range s.JobIDs() {
-		ids = append(ids, id)
-	}
+	ids := append([]string{"job_a", "job_b", "job_c", ""}, s.JobIDs()...)
 	id := func() string {
 		if rapid.IntRange(0, 9).Draw(t, "odd_id") == 0 {
 			return rapid.StringN(0, 6, 24).Draw(t, "random_id")
