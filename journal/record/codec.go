@@ -156,6 +156,8 @@ func EncodeValue(v any) ([]byte, error) {
 // and byte slices stays within RL-6's 32 × len(b) + 1 MiB; decoding into
 // any or map[string]any can reach about 120 × len(b) on inputs made of
 // one-entry maps, because a Go map costs about 350 bytes whatever its size.
+// Replay therefore never decodes a state: it merges and filters states on
+// the bytes ([MergeMaps]).
 func DecodeValue(b []byte, v any) error {
 	if len(b) > ValueBytesMax {
 		return fmt.Errorf("%w: value is %d bytes, limit %d", ErrCorrupt, len(b), ValueBytesMax)
