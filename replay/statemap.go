@@ -2,7 +2,6 @@ package replay
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/quire-dev/quire/journal/record"
@@ -34,42 +33,38 @@ func EncodeState(m map[string]any) ([]byte, error) {
 }
 
 // PublicState returns the encoding of the public keys of state (WF-12).
+// It works on the bytes ([record.MergeMaps]): replaying a state never
+// decodes its values.
 func PublicState(state []byte) ([]byte, error) {
-	m, err := DecodeState(state)
+	out, err := record.MergeMaps(state, isPublicKey, nil, nil)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("state: %w", err)
 	}
-	for k := range m {
-		if !IsPublicKey(k) {
-			delete(m, k)
-		}
-	}
-	return EncodeState(m)
+	return out, nil
 }
 
 // MergeState returns state with the public keys of output written over it
-// (WF-3); output keys starting with "_" are dropped.
+// (WF-3); output keys starting with "_" are dropped. It works on the
+// bytes, as PublicState does.
 func MergeState(state, output []byte) ([]byte, error) {
 	if len(output) == 0 {
 		return state, nil
 	}
-	base, err := DecodeState(state)
+	out, err := record.MergeMaps(state, nil, output, isPublicKey)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("state: %w", err)
 	}
-	out, err := DecodeState(output)
-	if err != nil {
-		return nil, err
-	}
-	keys := make([]string, 0, len(out))
-	for k := range out {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if IsPublicKey(k) {
-			base[k] = out[k]
-		}
-	}
-	return EncodeState(base)
+	return out, nil
 }
+
+// CheckState reports whether b is a state [DecodeState] accepts, without
+// decoding its values.
+func CheckState(b []byte) error {
+	if _, err := record.MergeMaps(b, nil, nil, nil); err != nil {
+		return fmt.Errorf("state: %w", err)
+	}
+	return nil
+}
+
+// isPublicKey is IsPublicKey on a key's bytes.
+func isPublicKey(k []byte) bool { return len(k) == 0 || k[0] != '_' }

@@ -212,7 +212,7 @@ func applyWorkflow(s *State, r record.Record) (bool, error) {
 				return true, impossible("idempotency key of %s already held by %s", b.WorkflowID, other)
 			}
 		}
-		if _, err := DecodeState(b.State); err != nil {
+		if err := CheckState(b.State); err != nil {
 			return true, impossible("workflow %s state: %v", b.WorkflowID, err)
 		}
 		w := &Workflow{
