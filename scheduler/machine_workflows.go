@@ -255,17 +255,28 @@ func (m *Machine) enter(d *Decision, now time.Time, w *replay.Workflow) {
 
 // inherited returns the job options a sub-workflow inherits from its
 // ancestors (WF-8): each ancestor's own workflow-wide options over those it
-// inherited. A workflow whose parent left the state inherits nothing more.
-// An ancestor's options are those of its own definition: a parked
-// ancestor gives none, as one whose definition is not registered.
+// inherited. Children are not cancelled with their parent (WF-17), so an
+// ancestor that left the state (cancelled, or completed after a retry
+// started another child) is read from the terminal index: the child keeps
+// what it inherited for every step it still runs. An ancestor's options
+// are those of its own definition: a parked ancestor gives none, as one
+// whose definition is not registered.
 func (m *Machine) inherited(w *replay.Workflow) JobDefaults {
 	var out JobDefaults
-	for depth := 0; w.ParentID != "" && depth < 64; depth++ {
-		p := m.st.Workflows[w.ParentID]
-		if p == nil {
+	parent := w.ParentID
+	for depth := 0; parent != "" && depth < 64; depth++ {
+		var def *WorkflowDef
+		if p := m.st.Workflows[parent]; p != nil {
+			def, parent = m.defOf(p), p.ParentID
+		} else if s, ok := m.lookup(parent); ok && s.Name != "" {
+			if d := m.def(s.Name); d != nil && d.Runs(s.DefinitionHash) {
+				def = d
+			}
+			parent = s.ParentID
+		} else {
 			break
 		}
-		if def := m.defOf(p); def != nil {
+		if def != nil {
 			if out.Queue == nil {
 				out.Queue = def.Defaults.Queue
 			}
@@ -276,7 +287,6 @@ func (m *Machine) inherited(w *replay.Workflow) JobDefaults {
 				out.MaxAttempts = def.Defaults.MaxAttempts
 			}
 		}
-		w = p
 	}
 	return out
 }
@@ -423,7 +433,8 @@ func (m *Machine) indexWorkflow(d *Decision, sum replay.WorkflowSummary) {
 	if v, err := replay.EncodeWorkflowSummary(sum); err == nil {
 		d.Index = append(d.Index, IndexEntry{ID: sum.ID, Value: v})
 	}
-	m.recent[sum.ID] = recentWorkflow{seq: sum.Seq, sum: WorkflowSummary{Status: sum.Status.String(), State: sum.State, Error: sum.Error}}
+	m.recent[sum.ID] = recentWorkflow{seq: sum.Seq, sum: WorkflowSummary{Status: sum.Status.String(), State: sum.State, Error: sum.Error,
+		Name: sum.Name, DefinitionHash: sum.DefinitionHash, ParentID: sum.ParentID}}
 	if sum.IdempotencyKey != "" {
 		m.recentIdem[sum.IdempotencyKey] = recentIdem{seq: sum.Seq, v: replay.Idempotent{WorkflowID: sum.ID, Name: sum.Name}}
 	}

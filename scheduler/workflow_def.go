@@ -107,4 +107,10 @@ type WorkflowSummary struct {
 	Status string // "completed" or "cancelled"
 	State  []byte // public state
 	Error  string
+	// Name, DefinitionHash and ParentID say which definition the workflow
+	// ran and which workflow started it: a child that outlives its
+	// parent still inherits the parent's job options through them (WF-8).
+	Name           string
+	DefinitionHash string
+	ParentID       string
 }
