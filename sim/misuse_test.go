@@ -464,7 +464,6 @@ func TestDoClosingEngineIsMisuse(t *testing.T) {
 	for name, f := range map[string]func(ctx context.Context, e *api.Engine) error{
 		"Shutdown": func(ctx context.Context, e *api.Engine) error { return e.Shutdown(ctx) },
 		"Close":    func(ctx context.Context, e *api.Engine) error { return e.Close(ctx) },
-		"RunOnce":  func(ctx context.Context, e *api.Engine) error { return e.RunOnce(ctx) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			w := sim.New(1)
@@ -484,6 +483,27 @@ func TestDoClosingEngineIsMisuse(t *testing.T) {
 			}
 			w.Finish()
 		})
+	}
+}
+
+// TestDoRunOnceIsRefusedByTheEngine: RunOnce takes an engine that is only
+// open (JB-9), and the world's is started, so a Do calling it gets the
+// engine's ErrState, the engine runs on, and the world is not failed.
+func TestDoRunOnceIsRefusedByTheEngine(t *testing.T) {
+	w := sim.New(1)
+	handleA(w, func(ctx context.Context, d *api.Delivery, in msg) error { return nil })
+	w.Enqueue("a", msg{N: 1})
+	err := w.Do("run once", func(ctx context.Context, e *api.Engine) error { return e.RunOnce(ctx) })
+	if !errors.Is(err, api.ErrState) || w.Err() != nil {
+		t.Fatalf("Do returned %v (world %v), want the engine's ErrState and the world going on", err, w.Err())
+	}
+	id := w.Enqueue("a", msg{N: 2})
+	w.Advance(time.Second)
+	if j := w.Job(id); j.Status != api.JobCompleted {
+		t.Fatalf("job after the refused RunOnce: %+v", j)
+	}
+	if err := w.Finish(); err != nil {
+		t.Fatal(err)
 	}
 }
 

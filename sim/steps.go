@@ -92,7 +92,7 @@ func (w *World) Signal(id, name string, payload api.State) error {
 // failed, or called from a handler), Do returns the world's failure
 // ([World.Err]), which says why, never nil. A nil f fails the world, and
 // so does an f that shuts the engine down or closes it (Engine.Shutdown,
-// Close, Run, RunOnce), with [ErrMisuse], which Do then returns: shut
+// Close, Run), with [ErrMisuse], which Do then returns: shut
 // down through the world's steps ([World.Shutdown], [World.ForceShutdown],
 // [World.BeginShutdown], [World.Restart]), which follow the shutdown and
 // check its report. f must not block on what only a later step could
@@ -122,7 +122,7 @@ func (w *World) Do(what string, f func(ctx context.Context, e *api.Engine) error
 		err = f(ctx, eng)
 		stop()
 		if closed = ours && (shutdownStarted(eng) || eng.Lifecycle() == api.Stopped); closed {
-			w.misuseAt(len(w.steps), "Do(%q) shut the engine down or closed it (Engine.Shutdown, Close, Run or RunOnce; it returned %v): "+
+			w.misuseAt(len(w.steps), "Do(%q) shut the engine down or closed it (Engine.Shutdown, Close or Run; it returned %v): "+
 				"the world runs its engine and must see every shutdown to follow and check it; use World.Shutdown, "+
 				"World.ForceShutdown, World.BeginShutdown with World.Force, or World.Restart, after which the next step reopens the engine", what, err)
 		}
