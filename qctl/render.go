@@ -3,6 +3,7 @@ package qctl
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"reflect"
@@ -376,47 +377,22 @@ func retryJSON(p record.RetryPolicy) object {
 	return o
 }
 
-// userValue decodes a msgpack user value (payload, state, output) for
-// display: a JSON preview for people and the decoded value for machines.
-// Bytes that do not decode are shown by size only.
+// userValue renders a msgpack user value (payload, state, output) for
+// display: a JSON preview for people and the JSON for machines, written
+// from the bytes (userJSON). Bytes that do not decode are shown by size
+// only.
 func userValue(b []byte) (string, any) {
 	if len(b) == 0 {
 		return "-", nil
 	}
-	var v any
-	if err := record.DecodeValue(b, &v); err != nil {
+	j, err := userJSON(b)
+	switch {
+	case errors.Is(err, errNotMsgpack):
 		return fmt.Sprintf("<%d bytes, not msgpack>", len(b)), object{{"bytes", len(b)}, {"undecodable", true}}
-	}
-	v = jsonable(v)
-	j, err := marshalJSON(v)
-	if err != nil {
+	case err != nil:
 		return fmt.Sprintf("<%d bytes>", len(b)), object{{"bytes", len(b)}}
 	}
-	return truncate(string(j), 60), v
-}
-
-// jsonable turns what msgpack decodes into values encoding/json accepts
-// (maps with non-string keys).
-func jsonable(v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		for k, e := range x {
-			x[k] = jsonable(e)
-		}
-		return x
-	case map[any]any:
-		m := make(map[string]any, len(x))
-		for k, e := range x {
-			m[fmt.Sprint(k)] = jsonable(e)
-		}
-		return m
-	case []any:
-		for i, e := range x {
-			x[i] = jsonable(e)
-		}
-		return x
-	}
-	return v
+	return truncate(string(j), 60), json.RawMessage(j)
 }
 
 // recordOpts says how a record line reads.
