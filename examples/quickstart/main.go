@@ -31,8 +31,11 @@ type report struct {
 	Name string `msgpack:"name"`
 }
 
+// dirDefault is the default of the -dir flag.
+const dirDefault = "quickstart-data"
+
 func main() {
-	dir := flag.String("dir", "quickstart-data", "journal directory")
+	dir := flag.String("dir", dirDefault, "journal directory")
 	flag.Parse()
 	if err := run(*dir, os.Stdout, 15*time.Second); err != nil {
 		fmt.Fprintln(os.Stderr, "quickstart:", err)
@@ -122,7 +125,11 @@ func run(dir string, out io.Writer, wait time.Duration) (err error) {
 	if !settled {
 		return fmt.Errorf("the jobs did not all settle within %v", wait)
 	}
-	fmt.Fprintf(out, "\nrun it again to see this journal reopened: go run ./examples/quickstart\n")
+	again := "go run ./examples/quickstart"
+	if dir != dirDefault {
+		again += " -dir " + dir
+	}
+	fmt.Fprintf(out, "\nrun it again to see this journal reopened: %s\n", again)
 	return nil
 }
 

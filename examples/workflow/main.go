@@ -31,9 +31,15 @@ import (
 	"github.com/quire-dev/quire/api"
 )
 
+// The defaults of the -dir and -order flags.
+const (
+	dirDefault   = "workflow-data"
+	orderDefault = "1001"
+)
+
 func main() {
-	dir := flag.String("dir", "workflow-data", "journal directory")
-	order := flag.String("order", "1001", "order number: one workflow per order")
+	dir := flag.String("dir", dirDefault, "journal directory")
+	order := flag.String("order", orderDefault, "order number: one workflow per order")
 	flag.Parse()
 	if err := run(*dir, *order, os.Stdout, 15*time.Second); err != nil {
 		fmt.Fprintln(os.Stderr, "workflow:", err)
@@ -75,7 +81,7 @@ func run(dir, order string, out io.Writer, wait time.Duration) (err error) {
 	case api.WorkflowCompleted:
 		fmt.Fprintf(out, "\norder %s shipped in an earlier run; its final state, read from the journal:\n", order)
 		printState(out, wf.State)
-		fmt.Fprintf(out, "\nstart another: go run ./examples/workflow -order %s\n", next(order))
+		fmt.Fprintf(out, "\nstart another: %s\n", command(dir, next(order)))
 		return nil
 	case api.WorkflowFailed, api.WorkflowCancelled:
 		return fmt.Errorf("order %s ended %s: %s", order, wf.Status, wf.Error)
@@ -97,7 +103,7 @@ func run(dir, order string, out io.Writer, wait time.Duration) (err error) {
 		fmt.Fprintf(out, "\norder %s now waits for the warehouse's %q signal, with this state in the journal:\n",
 			order, wf.WaitingFor[0])
 		printState(out, wf.State)
-		fmt.Fprintf(out, "\nthe engine stops here. run it again to ship the order: go run ./examples/workflow\n")
+		fmt.Fprintf(out, "\nthe engine stops here. run it again to ship the order: %s\n", command(dir, order))
 		return nil
 	}
 	if err := eng.Signal(ctx, id, "shipped", api.State{"carrier": "DHL", "tracking": "JD0146" + order}); err != nil {
@@ -190,6 +196,19 @@ func printState(out io.Writer, st api.State) {
 }
 
 // next is the order number after order, for the hint that starts another.
+// command returns the command line that runs this demo on dir for order,
+// naming only the flags that differ from their defaults.
+func command(dir, order string) string {
+	c := "go run ./examples/workflow"
+	if dir != dirDefault {
+		c += " -dir " + dir
+	}
+	if order != orderDefault {
+		c += " -order " + order
+	}
+	return c
+}
+
 func next(order string) string {
 	var n int
 	if _, err := fmt.Sscan(order, &n); err != nil || strings.TrimSpace(order) != fmt.Sprint(n) {
