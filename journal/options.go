@@ -64,7 +64,8 @@ type Options struct {
 	// UnitRecordsMax and UnitBytesMax cap one atomic append (or unit of
 	// [Journal.AppendUnits]), which must commit in one batch however large
 	// (RL-4): larger is [record.ErrTooLarge]. Zero means 65536 records and
-	// 256 MiB. Ranges GroupRecordsMax to 65536 and GroupBytesMax to 1 GiB.
+	// 256 MiB, or GroupBytesMax if that is larger. Ranges GroupRecordsMax to
+	// 65536 and GroupBytesMax to 1 GiB.
 	UnitRecordsMax int
 	UnitBytesMax   int
 
