@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"math"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"pgregory.net/rapid"
 
+	"github.com/quire-dev/quire/internal/allocs"
 	"github.com/quire-dev/quire/journal/record"
 )
 
@@ -136,15 +136,13 @@ func FuzzUserJSON(f *testing.F) {
 func TestRL6_UserJSONOfADenseValueAllocatesWithinTheBound(t *testing.T) {
 	const n = 1 << 18
 	b := append([]byte{0xdd, 0, 4, 0, 0}, strings.Repeat("\x81\xa0\xc0", n)...) // n maps {"": nil}
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	j, err := userJSON(b)
-	runtime.ReadMemStats(&after)
+	var j []byte
+	var err error
+	got := allocs.Bytes(func() { j, err = userJSON(b) })
 	if err != nil || !strings.HasPrefix(string(j), `[{"":null},{"":null}`) {
 		t.Fatalf("userJSON: %.40s, %v", j, err)
 	}
-	if got, bound := after.TotalAlloc-before.TotalAlloc, uint64(32*len(b)+1<<20); got > bound {
+	if bound := allocs.Bound(len(b)); got > bound {
 		t.Fatalf("userJSON of %d bytes allocated %d, bound %d", len(b), got, bound)
 	}
 }

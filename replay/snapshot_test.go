@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 	"pgregory.net/rapid"
 
+	"github.com/quire-dev/quire/internal/allocs"
 	"github.com/quire-dev/quire/journal/record"
 )
 
@@ -391,11 +391,7 @@ func TestRL6_SnapshotDecodeMemoryBound(t *testing.T) { // RL-6
 			t.Fatalf("%s: the pre-scan refuses the input (%v): the case tests nothing", name, err)
 		}
 		var err error
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		_, err = Decode(b)
-		runtime.ReadMemStats(&after)
-		got, bound := after.TotalAlloc-before.TotalAlloc, 32*uint64(len(b))+1<<20
+		got, bound := allocs.Bytes(func() { _, err = Decode(b) }), allocs.Bound(len(b))
 		if got > bound {
 			t.Errorf("%s: Decode of %d bytes allocated %d (%.0f×), bound %d", name, len(b), got, float64(got)/float64(len(b)), bound)
 		}

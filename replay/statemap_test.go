@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"math"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"pgregory.net/rapid"
 
+	"github.com/quire-dev/quire/internal/allocs"
 	"github.com/quire-dev/quire/journal/record"
 )
 
@@ -193,24 +193,14 @@ func TestRL6_MergingADenseStateAllocatesWithinTheBound(t *testing.T) {
 	rows := strings.Repeat("\x81\xa0\xc0", n) // n maps {"": nil}
 	state := append([]byte{0x82, 0xa1, '_', 0xc0, 0xa4, 'r', 'o', 'w', 's', 0xdd, 0, 4, 0, 0}, rows...)
 	output := append([]byte{0x81, 0xa4, 'm', 'o', 'r', 'e', 0xdd, 0, 4, 0, 0}, rows...)
-	bound := uint64(32*(len(state)+len(output)) + 1<<20)
+	bound := allocs.Bound(len(state) + len(output))
 	var err error
-	if got := allocated(func() { _, err = MergeState(state, output) }); err != nil || got > bound {
+	if got := allocs.Bytes(func() { _, err = MergeState(state, output) }); err != nil || got > bound {
 		t.Fatalf("MergeState allocated %d bytes (bound %d), err %v", got, bound, err)
 	}
-	if got := allocated(func() { _, err = PublicState(state) }); err != nil || got > bound {
+	if got := allocs.Bytes(func() { _, err = PublicState(state) }); err != nil || got > bound {
 		t.Fatalf("PublicState allocated %d bytes (bound %d), err %v", got, bound, err)
 	}
-}
-
-// allocated returns the bytes f allocates.
-func allocated(f func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	f()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
 }
 
 // BenchmarkMergeState merges a step's output of 4 keys into a state of 40

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/quire-dev/quire/internal/allocs"
 )
 
 // fuzzRecordBytesMax is the record cap of FuzzDecodeRecord: above the
@@ -212,8 +214,8 @@ func checkEnvelope(t *testing.T, val []byte) {
 		return
 	}
 	var rec Record
-	if n := allocBytesFast(func() { rec, err = env.Decode() }); n > allocBound(len(val)) {
-		t.Fatalf("Decode of %d bytes allocated %d, bound %d", len(val), n, allocBound(len(val)))
+	if n := allocs.BytesFast(func() { rec, err = env.Decode() }); n > allocs.Bound(len(val)) {
+		t.Fatalf("Decode of %d bytes allocated %d, bound %d", len(val), n, allocs.Bound(len(val)))
 	}
 	if err != nil {
 		if !errors.Is(err, ErrCorrupt) {
@@ -274,7 +276,7 @@ func FuzzPrescan(f *testing.F) {
 		for _, target := range []func() any{func() any { return new(any) }, func() any { return new(map[string]any) }} {
 			v := target()
 			var err error
-			if n := allocBytesFast(func() { err = DecodeValue(b, v) }); n > valueAllocBound(len(b)) {
+			if n := allocs.BytesFast(func() { err = DecodeValue(b, v) }); n > valueAllocBound(len(b)) {
 				t.Fatalf("DecodeValue(%T) of %d bytes allocated %d, bound %d", v, len(b), n, valueAllocBound(len(b)))
 			}
 			if err != nil && !errors.Is(err, ErrCorrupt) {
@@ -286,8 +288,8 @@ func FuzzPrescan(f *testing.F) {
 		}
 		for _, k := range kinds {
 			var err error
-			if n := allocBytesFast(func() { _, err = DecodeBody(k, b) }); n > allocBound(len(b)) {
-				t.Fatalf("DecodeBody(%s) of %d bytes allocated %d, bound %d", k, len(b), n, allocBound(len(b)))
+			if n := allocs.BytesFast(func() { _, err = DecodeBody(k, b) }); n > allocs.Bound(len(b)) {
+				t.Fatalf("DecodeBody(%s) of %d bytes allocated %d, bound %d", k, len(b), n, allocs.Bound(len(b)))
 			}
 			if err != nil && !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("DecodeBody(%s): %v, want ErrCorrupt", k, err)
@@ -313,10 +315,10 @@ func TestT8_HostileMsgpackMemoryBound(t *testing.T) { // RL-6
 	sort.Strings(names)
 	for _, name := range names {
 		b := seeds[name]
-		bound := allocBound(len(b))
+		bound := allocs.Bound(len(b))
 		for _, k := range Kinds() {
 			var err error
-			if n := allocBytes(func() { _, err = DecodeBody(k, b) }); n > bound {
+			if n := allocs.Bytes(func() { _, err = DecodeBody(k, b) }); n > bound {
 				t.Errorf("%s: DecodeBody(%s) allocated %d bytes, bound %d", name, k, n, bound)
 			}
 			if !errors.Is(err, ErrCorrupt) {
@@ -328,7 +330,7 @@ func TestT8_HostileMsgpackMemoryBound(t *testing.T) { // RL-6
 		}
 		for _, v := range []any{new(any), new(map[string]any), new([]any), new(map[string]time.Time)} {
 			var err error
-			if n := allocBytes(func() { err = DecodeValue(b, v) }); n > bound {
+			if n := allocs.Bytes(func() { err = DecodeValue(b, v) }); n > bound {
 				t.Errorf("%s: DecodeValue(%T) allocated %d bytes, bound %d", name, v, n, bound)
 			}
 			if !errors.Is(err, ErrCorrupt) {
@@ -362,7 +364,7 @@ func TestT8_UserValueMemoryProportional(t *testing.T) { // RL-6
 		b = append(b, bytes.Repeat(s.el, n)...)
 		for _, v := range []any{new(any), new([]any)} {
 			var err error
-			got := allocBytes(func() { err = DecodeValue(b, v) })
+			got := allocs.Bytes(func() { err = DecodeValue(b, v) })
 			if err != nil {
 				t.Fatalf("%s: %v", s.name, err)
 			}

@@ -4,36 +4,9 @@ import (
 	"encoding/binary"
 	"flag"
 	"reflect"
-	"runtime"
-	"runtime/metrics"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/envelope.golden and the committed fuzz seed corpus")
-
-// allocBound is RL-6's allocation bound for one decode of n input bytes.
-func allocBound(n int) uint64 { return 32*uint64(n) + 1<<20 }
-
-// allocBytes returns the bytes allocated by the process while f runs, as
-// the runtime.MemStats.TotalAlloc delta that T8 names.
-func allocBytes(f func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	f()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
-}
-
-// allocBytesFast is allocBytes for fuzz bodies: the same cumulative heap
-// counter, read through runtime/metrics without stopping the world, which
-// keeps an execution (and the fuzzer's minimization) fast.
-func allocBytesFast(f func()) uint64 {
-	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
-	metrics.Read(s)
-	before := s[0].Value.Uint64()
-	f()
-	metrics.Read(s)
-	return s[0].Value.Uint64() - before
-}
 
 // rawEnvelope builds an envelope around payload bytes that need not be a
 // valid body, with a correct crc, so that hostile bytes reach msgpack.

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+
+	"github.com/quire-dev/quire/internal/allocs"
 )
 
 // FuzzMergeMaps: on any bytes MergeMaps neither panics nor allocates past
@@ -26,7 +28,7 @@ func FuzzMergeMaps(f *testing.F) {
 		var got []byte
 		var err error
 		public := func(k []byte) bool { return len(k) == 0 || k[0] != '_' }
-		if n := allocBytesFast(func() { got, err = MergeMaps(base, nil, over, public) }); n > allocBound(len(base)+len(over)) {
+		if n := allocs.BytesFast(func() { got, err = MergeMaps(base, nil, over, public) }); n > allocs.Bound(len(base)+len(over)) {
 			t.Fatalf("MergeMaps of %d+%d bytes allocated %d", len(base), len(over), n)
 		}
 		want := map[string]any{}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 	"pgregory.net/rapid"
+
+	"github.com/quire-dev/quire/internal/allocs"
 )
 
 type cycleNode struct {
@@ -166,7 +168,7 @@ func TestEncodeValueSharedSubtree(t *testing.T) {
 		v = []any{v, v}
 	}
 	var err error
-	n := allocBytes(func() { _, err = EncodeValue(v) })
+	n := allocs.Bytes(func() { _, err = EncodeValue(v) })
 	if !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("EncodeValue: %v, want ErrTooLarge", err)
 	}
