@@ -461,9 +461,10 @@ func (e *Engine) writeSnapshot(st *replay.State) func(stored func(bool)) {
 			stored(err == nil)
 			if err != nil {
 				e.snapshots.failed(seq, fmt.Errorf("quire: snapshot: %w", err))
+				e.journalFailed(err)
 				return
 			}
-			e.j.DeleteSnapshotsBefore(context.Background(), seq)
+			e.journalFailed(e.j.DeleteSnapshotsBefore(context.Background(), seq))
 			e.snapshots.written(seq)
 		}()
 	}
@@ -533,8 +534,15 @@ func (e *Engine) setLifecycle(l Lifecycle) {
 	e.mu.Unlock()
 }
 
+// onFatal stops the engine after its journal fail-stopped (RL-2, SD-23).
+// The runner calls it when an append fails; journalFailed when a commit
+// made off the runner's loop did. The first failure is the one kept.
 func (e *Engine) onFatal(err error) {
 	e.mu.Lock()
+	if e.lifecycle == Failed {
+		e.mu.Unlock()
+		return
+	}
 	starting := e.lifecycle == Recovering
 	e.fatal = err
 	e.lifecycle = Failed
@@ -545,6 +553,19 @@ func (e *Engine) onFatal(err error) {
 	// On the runner's loop: the coordinator's first act calls the runner,
 	// so it runs on a goroutine of its own (SD-23).
 	go e.coord.Fail(CodeJournalCommitFailed)
+}
+
+// journalFailed stops the engine as a failed append does when err is a
+// fail-stop of the journal met by a commit made off the runner's loop: a
+// snapshot's write or delete, or a checkpoint (RL-2, SD-23). Such a failure
+// stops the journal as surely as a failed append, but the runner would
+// learn of it only at its next append, and an idle engine may make none
+// for a long time: it would stay live and ready on a journal that accepts
+// nothing (SD-34).
+func (e *Engine) journalFailed(err error) {
+	if errors.Is(err, journal.ErrFailStop) {
+		e.onFatal(err)
+	}
 }
 
 // beginDraining closes admission (SD-12) unless the engine failed.
@@ -1014,7 +1035,9 @@ func (e *Engine) Checkpoint(dir string) error {
 	if err := e.live(); err != nil {
 		return err
 	}
-	return closedJournal(e.j.Checkpoint(dir))
+	err := e.j.Checkpoint(dir)
+	e.journalFailed(err)
+	return closedJournal(err)
 }
 
 // closedJournal makes a journal error that a shutdown closing the journal
