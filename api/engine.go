@@ -1053,8 +1053,8 @@ func closedJournal(err error) error {
 
 // JournalMetrics are the journal's cumulative counters since Open: group
 // commits, records, bytes and fsyncs, slow-disk reports (see
-// [Options.DiskSlowThreshold]), Pebble's background and logged errors, and
-// the appends pending now.
+// [Options.DiskSlowThreshold]), Pebble's background and logged errors, the
+// write-ahead log files started, and the appends pending now.
 type JournalMetrics = journal.Metrics
 
 // JournalMetrics returns the journal's counters so far. It may be called

@@ -108,3 +108,40 @@ func TestRL2_CheckpointCommitFailureStopsTheEngine(t *testing.T) {
 	}
 	wantStoppedByJournal(t, b, mem, acked)
 }
+
+// RL-11: a job enqueued under a higher PayloadBytesMax is buried undecoded
+// by an engine that runs with a lower one, and its payload stays in the
+// journal: with the limit raised back, Retry runs it with that payload.
+func TestRL11_PayloadBuriedOverALoweredLimitRunsAfterRetry(t *testing.T) {
+	b := setup(t, nil)
+	var got atomic.Int64
+	register := func(e *api.Engine) {
+		if err := api.Handle(e, "blob", func(_ context.Context, _ *api.Delivery, s string) error {
+			got.Store(int64(len(s)))
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	register(b.eng)
+	payload := strings.Repeat("x", 2*api.PayloadBytesMin)
+	id := b.enqueue("blob", payload)
+	b.opts.PayloadBytesMax = api.PayloadBytesMin
+	b.reopen(register)
+	b.start()
+	b.idle()
+	if j := b.wantStatus(id, api.JobBuried); j.LastCode != api.CodePayloadDecodeFailed || got.Load() != 0 {
+		t.Fatalf("over the lowered limit: code %q, handler saw %d bytes", j.LastCode, got.Load())
+	}
+	b.opts.PayloadBytesMax = 0
+	b.reopen(register)
+	b.start()
+	if err := b.eng.Retry(b.ctx, id); err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	b.idle()
+	b.wantStatus(id, api.JobCompleted)
+	if got.Load() != int64(len(payload)) {
+		t.Fatalf("the retried job ran with %d bytes of payload, want %d", got.Load(), len(payload))
+	}
+}

@@ -112,6 +112,13 @@ type Options struct {
 	// step's output, each up to PayloadBytesMax, are merged into one
 	// value, which must stay within the journal's cap on one encoded
 	// value ([record.ValueBytesMax], 16 MiB).
+	//
+	// It also caps the payloads decoded for a handler. A job enqueued
+	// while it was higher, and whose payload is over the limit the engine
+	// now runs with, is not decoded: its next attempt buries it with code
+	// PAYLOAD_DECODE_FAILED, naming the size and the limit. Its payload
+	// stays in the journal: with the limit raised back, [Engine.Retry]
+	// runs it with that payload.
 	PayloadBytesMax int
 	// RecordBytesMax caps one journal record (RL-11). Zero means 1 MiB;
 	// valid 64 KiB..64 MiB. One group commit carries up to four times as
@@ -128,7 +135,10 @@ type Options struct {
 	// higher): replay would refuse that record, and Open fails with an
 	// error matching journal.ErrCorrupt that names RecordBytesMax and the
 	// record's size. Opening with RecordBytesMax raised back to at least
-	// that size opens the journal again; nothing is lost.
+	// that size opens the journal again; nothing is lost. Open reads only
+	// the records after the snapshot it starts from (RL-12), so it opens
+	// when every such record fits, and the limit applies from then on,
+	// PayloadBytesMax's default with it.
 	RecordBytesMax int
 	// SnapshotEvery is the number of records between state snapshots, which
 	// bound the records replayed at open (RL-12). Zero means 10 000; valid
