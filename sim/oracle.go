@@ -508,6 +508,9 @@ func (o *oracle) checkRecord(r record.Record) {
 		o.bury(b.JobID, b.Final, r.Seq)
 	case *record.JobRequeued:
 		delete(o.buried, b.JobID)
+		// JB-7: a requeued job is available from the requeue's instant,
+		// whatever its enqueue or last retry said.
+		o.avail[b.JobID] = b.AvailableAt
 	case *record.AttemptRetryScheduled:
 		o.settle(r, b.Outcome)
 		if b.DelayNanos < 0 {

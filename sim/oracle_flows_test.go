@@ -149,3 +149,21 @@ func failedThenRetried(w *sim.World, take time.Duration) string {
 	do(w, "retry", func(ctx context.Context, e *api.Engine) error { return e.RetryWorkflow(ctx, id) })
 	return id
 }
+
+// TestOracleFlow_RequeuedDelayedJobStartsAtOnce: a delayed job buried by
+// the operator (JB-6) and retried (JB-7) is available from the requeue's
+// instant, not from its original available_at: its attempt starts at once,
+// which is not early.
+func TestOracleFlow_RequeuedDelayedJobStartsAtOnce(t *testing.T) {
+	sim.Run(t, 3, func(w *sim.World) {
+		w.Register(func(e *api.Engine) error {
+			return api.Handle(e, "work", func(ctx context.Context, d *api.Delivery, in msg) error { return nil })
+		})
+		id := w.Enqueue("work", msg{}, api.Delay(time.Hour))
+		do(w, "bury", func(ctx context.Context, e *api.Engine) error { return e.Bury(ctx, id) })
+		do(w, "retry", func(ctx context.Context, e *api.Engine) error { return e.Retry(ctx, id) })
+		if j := w.Job(id); j.Status != api.JobCompleted {
+			w.T().Fatalf("job %s after its retry, want completed at once", j.Status)
+		}
+	})
+}
