@@ -26,6 +26,10 @@
 //
 // Other properties here: TestSchedulerModel (random enqueue, dispatch,
 // signal, advance, jump, crash and restart against a model of acknowledged
-// work, under the sim oracle). Replay's own totality property is
+// work, under the sim oracle); TestMixedCrash_Workload and
+// TestMixedCrash_Determinism (Parallel, SubWorkflow, WaitForWorkflows,
+// signals, delays and deadlines beside workflow and queue controls, unique
+// and follow-up jobs, under crashes, shutdowns, disk faults and clock
+// jumps, with end-state checks). Replay's own totality property is
 // replay's TestRL6_FoldIsTotal.
 package property
