@@ -155,6 +155,7 @@ Exit codes, the same for every command:
   5  unreadable: the journal cannot be opened or read: a missing directory, a file, no
      journal, a newer format, no permission, damage that leaves the order in doubt
   6  aborted: interrupted, or the output could not be written; the output is incomplete
+     (Ctrl-C is how events --follow ends: that exits as if the listing had ended there)
 
 Examples:
   qctl inspect data/journal
