@@ -481,8 +481,7 @@ func (e *Engine) lookupWorkflow(id string) (scheduler.WorkflowSummary, bool) {
 	if err != nil {
 		return scheduler.WorkflowSummary{}, false
 	}
-	return scheduler.WorkflowSummary{Status: s.Status.String(), State: s.State, Error: s.Error,
-		Name: s.Name, DefinitionHash: s.DefinitionHash, ParentID: s.ParentID}, true
+	return scheduler.SummaryOf(s), true
 }
 
 func (e *Engine) lookupIdempotency(key string) (replay.Idempotent, bool) {

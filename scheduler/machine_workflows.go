@@ -433,8 +433,7 @@ func (m *Machine) indexWorkflow(d *Decision, sum replay.WorkflowSummary) {
 	if v, err := replay.EncodeWorkflowSummary(sum); err == nil {
 		d.Index = append(d.Index, IndexEntry{ID: sum.ID, Value: v})
 	}
-	m.recent[sum.ID] = recentWorkflow{seq: sum.Seq, sum: WorkflowSummary{Status: sum.Status.String(), State: sum.State, Error: sum.Error,
-		Name: sum.Name, DefinitionHash: sum.DefinitionHash, ParentID: sum.ParentID}}
+	m.recent[sum.ID] = recentWorkflow{seq: sum.Seq, sum: SummaryOf(sum)}
 	if sum.IdempotencyKey != "" {
 		m.recentIdem[sum.IdempotencyKey] = recentIdem{seq: sum.Seq, v: replay.Idempotent{WorkflowID: sum.ID, Name: sum.Name}}
 	}

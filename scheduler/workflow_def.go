@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/quire-dev/quire/journal/record"
+	"github.com/quire-dev/quire/replay"
 )
 
 // StepKind is the kind of a workflow step (WF-2).
@@ -113,4 +114,11 @@ type WorkflowSummary struct {
 	Name           string
 	DefinitionHash string
 	ParentID       string
+}
+
+// SummaryOf returns what the machine reads of a finished workflow's
+// terminal-index summary.
+func SummaryOf(s replay.WorkflowSummary) WorkflowSummary {
+	return WorkflowSummary{Status: s.Status.String(), State: s.State, Error: s.Error,
+		Name: s.Name, DefinitionHash: s.DefinitionHash, ParentID: s.ParentID}
 }
