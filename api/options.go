@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -193,6 +194,10 @@ type Options struct {
 	// on one append (and on one group commit) to them, so that tests
 	// reach the caps with a few dozen records. Zero means the default.
 	unitRecordsMax, unitBytesMax int
+
+	// deadlineTurn, when set (only by [SimDeadlineTurn]), runs first on
+	// every on-deadline handler's goroutine.
+	deadlineTurn func(ctx context.Context, key string)
 }
 
 // QueueOptions are the options of one queue (see [Options.QueueOptions]).

@@ -40,3 +40,14 @@ func SimLive(ctx context.Context, e *Engine) (jobs, workflows []string, err erro
 	sort.Strings(workflows)
 	return jobs, workflows, err
 }
+
+// SimDeadlineTurn makes every on-deadline handler of an engine opened with
+// o call turn first, on the handler's own goroutine, with a key naming the
+// run: "deadline/<workflow id>/<expiry seq>". The handler runs when turn
+// returns, whatever ctx says by then. The sim package parks the handler
+// there until the world wakes it at a quiescent point, so that it never
+// runs beside an attempt and its records come in the same order on every
+// run of a seed (RL-8). It is not meant for production use.
+func SimDeadlineTurn(o *Options, turn func(ctx context.Context, key string)) {
+	o.deadlineTurn = turn
+}

@@ -134,6 +134,9 @@ func (e *Engine) registerWorkflow(def *scheduler.WorkflowDef, handlers []*handle
 // runDeadline runs an on-deadline handler (WD-10): errors and panics are
 // recovered and reported as the outcome, never propagated.
 func (e *Engine) runDeadline(ctx context.Context, run scheduler.DeadlineRun) (outcome, msg string) {
+	if turn := e.opts.deadlineTurn; turn != nil {
+		turn(ctx, fmt.Sprintf("deadline/%s/%d", run.WorkflowID, run.Expiry))
+	}
 	h := e.deadlineHandler(run.Handler)
 	if h == nil {
 		return scheduler.HandlerNotRegistered, fmt.Sprintf("deadline handler %q is not registered", run.Handler)

@@ -52,6 +52,9 @@ type actor struct {
 	mode  Mode
 	ctx   context.Context
 	wake  chan wakeKind
+	// turn marks an on-deadline handler waiting for its turn to run
+	// ([World.turn]), not a Take: it is no [Work].
+	turn bool
 }
 
 type wakeKind uint8
@@ -145,30 +148,60 @@ func (w *World) Take(ctx context.Context, key string, d time.Duration, mode Mode
 		return context.Cause(ctx)
 	}
 	a := &actor{key: key, start: start, until: start.Add(d), mode: mode, ctx: ctx, wake: make(chan wakeKind, 1)}
-	w.act.used.Store(true)
-	w.act.mu.Lock()
-	a.epoch = w.act.epoch
-	if _, dup := w.act.parked[key]; dup {
-		w.act.refused = append(w.act.refused, a)
-		w.act.mu.Unlock()
+	switch w.park(a, func() {
 		w.misuseAt(s.n, "Take(%q) during step %d (%q): a work with this key is already parked; keys must be unique "+
 			"among the works parked at one time (e.g. the job id and attempt, as an abandoned attempt may still be parked "+
 			"when the next one runs); the call never returns", key, s.n, s.what)
-	} else {
-		w.act.parked[key] = a
-		w.act.mu.Unlock()
-	}
-	select {
-	case w.act.parks <- struct{}{}:
-	default:
-	}
-	switch <-a.wake {
+	}) {
 	case wakeCancelled:
 		return context.Cause(ctx)
 	case wakeKilled:
 		runtime.Goexit()
 	}
 	return nil
+}
+
+// turn is the engine's [api.SimDeadlineTurn] hook: an on-deadline handler
+// (WD-10) calls it on its own goroutine before it runs, and parks there,
+// due at once, until the world wakes it at a quiescent point, one at a
+// time in key order among the parked work. The engine starts such a
+// handler beside whatever attempt the same event made runnable; parked,
+// it runs only once that attempt has settled or parked, so the records of
+// the two come in the same order on every run of a seed (RL-8). Each turn
+// is a step of the trace ("turn deadline/<workflow>/<expiry>"), not a
+// [Work]. If the instance crashes first, the goroutine exits and the
+// handler never runs, as in a killed process; the next instance runs the
+// obligation again (WD-10).
+func (w *World) turn(ctx context.Context, key string) {
+	now := w.clk.Now()
+	a := &actor{key: key, start: now, until: now, mode: Ignore, ctx: ctx, wake: make(chan wakeKind, 1), turn: true}
+	if w.park(a, func() {
+		w.fail("on-deadline handler %s started twice in one instance", key)
+	}) == wakeKilled {
+		runtime.Goexit()
+	}
+}
+
+// park adds a to the parked work, or, when its key is parked already, to
+// the refused calls after calling dup, and blocks until the world wakes
+// it.
+func (w *World) park(a *actor, dup func()) wakeKind {
+	w.act.used.Store(true)
+	w.act.mu.Lock()
+	a.epoch = w.act.epoch
+	if _, ok := w.act.parked[a.key]; ok {
+		w.act.refused = append(w.act.refused, a)
+		w.act.mu.Unlock()
+		dup()
+	} else {
+		w.act.parked[a.key] = a
+		w.act.mu.Unlock()
+	}
+	select {
+	case w.act.parks <- struct{}{}:
+	default:
+	}
+	return <-a.wake
 }
 
 // Works returns every [World.Take] that has ended so far, in the order the
@@ -224,6 +257,10 @@ func (t *actors) wakeOne(now time.Time) string {
 			continue
 		}
 		delete(t.parked, k)
+		if a.turn {
+			a.wake <- kind
+			return "turn " + k
+		}
 		t.done = append(t.done, Work{Key: k, Start: a.start, End: now, Mode: a.mode, Cancelled: kind == wakeCancelled})
 		a.wake <- kind
 		if kind == wakeCancelled {
@@ -247,7 +284,9 @@ func (t *actors) kill(epoch int, now time.Time) int {
 			continue
 		}
 		delete(t.parked, k)
-		t.done = append(t.done, Work{Key: k, Start: a.start, End: now, Mode: a.mode, Killed: true})
+		if !a.turn {
+			t.done = append(t.done, Work{Key: k, Start: a.start, End: now, Mode: a.mode, Killed: true})
+		}
 		a.wake <- wakeKilled
 		n++
 	}

@@ -240,11 +240,14 @@
 //     goroutines that were not waiting. (The receiver goroutine that the
 //     process's first signal.Notify starts, Engine.Run's included, waits
 //     for a signal in a system call and counts as waiting.)
-//   - Engine-internal concurrency that one event starts (an on-deadline
-//     handler running beside an attempt, a quarantined execution returning
-//     while hooks run) can still order its records differently between
-//     runs; T9 covers the workloads here, including durations and
-//     shutdowns.
+//   - Engine-internal concurrency that one event starts (a quarantined
+//     execution returning while hooks run) can still order its records
+//     differently between runs; T9 covers the workloads here, including
+//     durations and shutdowns. On-deadline handlers (WD-10) are not such
+//     concurrency: the engine starts one beside whatever attempt the same
+//     event made runnable, and the world holds it until the next
+//     quiescent point, then runs it in a turn of its own (a step of the
+//     trace, "turn deadline/<workflow id>/<expiry seq>", not a [Work]).
 //   - Disk faults are one kind: [World.DiskFault] fails the WAL commit of
 //     one enqueue (fail-stop, then a crash image and a reopen). Bit flips
 //     and truncations of images are journal's T5 and T6. [SlowDisk] adds

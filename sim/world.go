@@ -663,6 +663,7 @@ func (w *World) options() (o api.Options, replaced []string) {
 		return nil
 	}}
 	o.Middleware = append([]api.Middleware{noted}, o.Middleware...)
+	api.SimDeadlineTurn(&o, w.turn)
 	return o, replaced
 }
 
