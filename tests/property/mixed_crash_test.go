@@ -99,9 +99,9 @@ func (m *mixedWorld) work(ctx context.Context, d *api.Delivery, permPct int) err
 }
 
 // register installs the scenario's handlers and workflows on every
-// instance of the world. With onDeadline, the workflows with a deadline
-// name the on-deadline handler "late" (WD-10).
-func (m *mixedWorld) register(onDeadline bool) {
+// instance of the world. The workflows with a deadline name the
+// on-deadline handler "late" (WD-10).
+func (m *mixedWorld) register() {
 	w := m.w
 	backoff := api.Backoff(api.BackoffPolicy{Kind: api.BackoffFixed, Base: 2 * time.Second})
 	w.Register(func(e *api.Engine) error {
@@ -129,12 +129,6 @@ func (m *mixedWorld) register(onDeadline bool) {
 		}); err != nil {
 			return err
 		}
-		withHandler := func(wf *api.Workflow) *api.Workflow {
-			if onDeadline {
-				return wf.OnDeadline("late")
-			}
-			return wf
-		}
 		step := func(perm int) api.StepFunc {
 			return func(ctx context.Context, d *api.Delivery, s api.State) (api.State, error) {
 				if err := m.work(ctx, d, perm); err != nil {
@@ -156,12 +150,13 @@ func (m *mixedWorld) register(onDeadline bool) {
 				Then("c2", step(3)),
 			// WF-8, WF-6, WD-7/8/10: a child, then a signal, under a
 			// deadline with an on-deadline handler.
-			withHandler(api.NewWorkflow("parent").MaxAttempts(3).
+			api.NewWorkflow("parent").MaxAttempts(3).
 				Then("a", step(2)).
 				SubWorkflow("sub", "child").
 				WaitForSignal("go").
 				Then("b", step(2)).
-				MustCompleteWithin(90 * time.Minute)),
+				MustCompleteWithin(90 * time.Minute).
+				OnDeadline("late"),
 			// WF-7: waits on workflows named in the dispatch state.
 			api.NewWorkflow("waitall").MaxAttempts(3).
 				WaitForWorkflowsIn(api.All(), "deps").Into("deps_result").
@@ -171,11 +166,12 @@ func (m *mixedWorld) register(onDeadline bool) {
 				Then("z", step(2)),
 			// WF-5, WD-12: a delay and a wait under a deadline that clock
 			// jumps cross.
-			withHandler(api.NewWorkflow("quick").MaxAttempts(3).
+			api.NewWorkflow("quick").MaxAttempts(3).
 				Delay(10*time.Minute).
 				WaitForSignal("go").
 				Then("q", step(2)).
-				MustCompleteWithin(20 * time.Minute)),
+				MustCompleteWithin(20 * time.Minute).
+				OnDeadline("late"),
 			// WF-6: two signals, in either order.
 			api.NewWorkflow("sig").MaxAttempts(3).
 				WaitForSignal("go", "ok").Into("got").
@@ -511,10 +507,10 @@ func (m *mixedWorld) checkEnd() {
 
 // mixedScenario runs steps seeded operations, checking JB-5 along the
 // way, then settles and checks the end state.
-func mixedScenario(steps int, onDeadline bool) func(w *sim.World) {
+func mixedScenario(steps int) func(w *sim.World) {
 	return func(w *sim.World) {
 		m := &mixedWorld{w: w, unique: map[string]int{}, idem: map[string]string{}, calls: map[string]int{}, late: map[string]int{}}
-		m.register(onDeadline)
+		m.register()
 		for i := 0; i < steps && !w.Failed(); i++ {
 			m.step()
 			if i%10 == 9 {
@@ -531,7 +527,7 @@ func mixedScenario(steps int, onDeadline bool) func(w *sim.World) {
 // RL-3, RL-7, RL-9, RL-10; WF-4..WF-20; JB-5..JB-8; DL-44).
 // QUIRE_SEEDS=N runs more seeds.
 func TestMixedCrash_Workload(t *testing.T) {
-	sim.Run(t, 20, mixedScenario(60, true), mixedOptions)
+	sim.Run(t, 20, mixedScenario(60), mixedOptions)
 }
 
 // mixedOptions checks deadlines every 5 min rather than every minute
@@ -541,9 +537,9 @@ var mixedOptions = sim.EngineOptions(func(o *api.Options) { o.DeadlineCheckInter
 
 // TestMixedCrash_Determinism runs each seed of the mixed scenario three
 // times, the last under GOMAXPROCS=1: equal traces and digests (RL-8).
-// Its workflows name no on-deadline handler: one runs on its own goroutine
-// beside the attempts, whose records it may precede or follow (sim's doc,
-// "Limits").
+// Its deadlined workflows name the on-deadline handler, which the engine
+// runs on its own goroutine beside the attempts; the world runs it in a
+// turn of its own (sim's doc, "Limits"), so its records keep their place.
 func TestMixedCrash_Determinism(t *testing.T) {
-	sim.Check(t, 4, mixedScenario(40, false), mixedOptions)
+	sim.Check(t, 4, mixedScenario(40), mixedOptions)
 }
