@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -246,52 +247,26 @@ func TestRL6_DecodeRefusesHostileBytes(t *testing.T) {
 	v2 := New()
 	v2.LastSeq = 1
 	bad := map[string][]byte{
-		"nil":                     nil,
-		"empty":                   {},
-		"msgpack nil":             {0xc0},
-		"empty map":               {0x80},
-		"array 16 of 65535":       {0xdc, 0xff, 0xff},
-		"array 32 of 2^32-1":      {0xdd, 0xff, 0xff, 0xff, 0xff},
-		"map 32 of 2^32-1":        {0xdf, 0xff, 0xff, 0xff, 0xff},
-		"str 32 of 2^32-1":        {0xdb, 0xff, 0xff, 0xff, 0xff, 'a'},
-		"reserved byte":           {0xc1},
-		"trailing byte":           append(append([]byte{}, valid...), 0x00),
-		"jobs array 16 header":    snapshotWith(map[string][]byte{"jobs": {0xdc, 0xff, 0xff}}),
-		"runs array 16 header":    snapshotWith(map[string][]byte{"runs": {0xdc, 0xff, 0xff}}),
-		"too many runs":           snapshotWith(map[string][]byte{"runs": append([]byte{0xdc, 0x00, RunsKeptMax + 1}, bytes.Repeat([]byte{0x80}, RunsKeptMax+1)...)}),
-		"version 2":               snapshotWith(map[string][]byte{"v": {0x02}}),
-		"version 0":               snapshotWith(map[string][]byte{"v": {0x00}}),
-		"unknown field":           snapshotWith(map[string][]byte{"zz": {0x01}}),
-		"job without id":          snapshotWith(map[string][]byte{"jobs": {0x91, 0x80}}),
-		"duplicate job id":        snapshotWith(map[string][]byte{"jobs": {0x92, 0x81, 0xa2, 'I', 'D', 0xa1, 'x', 0x81, 0xa2, 'I', 'D', 0xa1, 'x'}}),
-		"job unknown field":       snapshotWith(map[string][]byte{"jobs": {0x91, 0x82, 0xa2, 'I', 'D', 0xa1, 'x', 0xa1, 'q', 0x01}}),
-		"unique of a missing job": snapshotWith(map[string][]byte{"unique": {0x91, 0x82, 0xa3, 'k', 'e', 'y', 0xa1, 'k', 0xa2, 'i', 'd', 0xa1, 'x'}}),
-		"unique of a buried job": snapshotWith(map[string][]byte{
-			"jobs":   {0x91, 0x83, 0xa2, 'I', 'D', 0xa1, 'x', 0xa9, 'U', 'n', 'i', 'q', 'u', 'e', 'K', 'e', 'y', 0xa1, 'k', 0xa6, 'S', 't', 'a', 't', 'u', 's', byte(JobBuried)},
-			"unique": {0x91, 0x82, 0xa3, 'k', 'e', 'y', 0xa1, 'k', 0xa2, 'i', 'd', 0xa1, 'x'},
-		}),
-		"duplicate workflow id": snapshotWith(map[string][]byte{"workflows": {0x92, 0x81, 0xa2, 'I', 'D', 0xa1, 'w', 0x81, 0xa2, 'I', 'D', 0xa1, 'w'}}),
-		"unique of another key": snapshotWith(map[string][]byte{
-			"jobs":   {0x91, 0x82, 0xa2, 'I', 'D', 0xa1, 'x', 0xa6, 'S', 't', 'a', 't', 'u', 's', 0x01},
-			"unique": {0x91, 0x82, 0xa3, 'k', 'e', 'y', 0xa1, 'k', 0xa2, 'i', 'd', 0xa1, 'x'},
-		}),
-		// RL-10: a token is held by one processing job, and a processing
-		// job holds one.
-		"processing job without a token": snapshotWith(map[string][]byte{
-			"jobs": {0x91, 0x82, 0xa2, 'I', 'D', 0xa1, 'x', 0xa6, 'S', 't', 'a', 't', 'u', 's', byte(JobProcessing)},
-		}),
-		"pending job with a token": snapshotWith(map[string][]byte{
-			"jobs": {0x91, 0x83, 0xa2, 'I', 'D', 0xa1, 'x', 0xa6, 'S', 't', 'a', 't', 'u', 's', byte(JobPending), 0xa5, 'T', 'o', 'k', 'e', 'n', 0x07},
-		}),
-		"one token held by two jobs": snapshotWith(map[string][]byte{
-			"jobs": {0x92,
-				0x83, 0xa2, 'I', 'D', 0xa1, 'x', 0xa6, 'S', 't', 'a', 't', 'u', 's', byte(JobProcessing), 0xa5, 'T', 'o', 'k', 'e', 'n', 0x07,
-				0x83, 0xa2, 'I', 'D', 0xa1, 'y', 0xa6, 'S', 't', 'a', 't', 'u', 's', byte(JobProcessing), 0xa5, 'T', 'o', 'k', 'e', 'n', 0x07},
-		}),
-		"jobs not an array": snapshotWith(map[string][]byte{"jobs": {0xa1, 'x'}}),
-		"timestamp ext":     snapshotWith(map[string][]byte{"completed": {0xd6, 0xff, 0, 0, 0, 1}}),
-		"deep nesting":      append(bytes.Repeat([]byte{0x91}, 100), 0x01),
-		"not msgpack":       []byte("hello, snapshot"),
+		"nil":                  nil,
+		"empty":                {},
+		"msgpack nil":          {0xc0},
+		"empty map":            {0x80},
+		"array 16 of 65535":    {0xdc, 0xff, 0xff},
+		"array 32 of 2^32-1":   {0xdd, 0xff, 0xff, 0xff, 0xff},
+		"map 32 of 2^32-1":     {0xdf, 0xff, 0xff, 0xff, 0xff},
+		"str 32 of 2^32-1":     {0xdb, 0xff, 0xff, 0xff, 0xff, 'a'},
+		"reserved byte":        {0xc1},
+		"trailing byte":        append(append([]byte{}, valid...), 0x00),
+		"jobs array 16 header": snapshotWith(map[string][]byte{"jobs": {0xdc, 0xff, 0xff}}),
+		"runs array 16 header": snapshotWith(map[string][]byte{"runs": {0xdc, 0xff, 0xff}}),
+		"too many runs":        snapshotWith(map[string][]byte{"runs": append([]byte{0xdc, 0x00, RunsKeptMax + 1}, bytes.Repeat([]byte{0x80}, RunsKeptMax+1)...)}),
+		"the next version":     snapshotWith(map[string][]byte{"v": {snapshotVersion + 1}}),
+		"version 0":            snapshotWith(map[string][]byte{"v": {0x00}}),
+		"unknown field":        snapshotWith(map[string][]byte{"zz": {0x01}}),
+		"jobs not an array":    snapshotWith(map[string][]byte{"jobs": {0xa1, 'x'}}),
+		"timestamp ext":        snapshotWith(map[string][]byte{"completed": {0xd6, 0xff, 0, 0, 0, 1}}),
+		"deep nesting":         append(bytes.Repeat([]byte{0x91}, 100), 0x01),
+		"not msgpack":          []byte("hello, snapshot"),
 	}
 	for i := range valid {
 		bad[fmt.Sprintf("valid encoding truncated to %d bytes", i)] = valid[:i]
@@ -304,10 +279,10 @@ func TestRL6_DecodeRefusesHostileBytes(t *testing.T) {
 	}
 }
 
-// snapshotWith returns a valid version-1 snapshot map in which the fields
+// snapshotWith returns a valid snapshot map of this version in which the fields
 // named in over have the given raw msgpack values (new names are added).
 func snapshotWith(over map[string][]byte) []byte {
-	fields := map[string][]byte{"v": {0x01}, "last_seq": {0x00}, "completed": {0x00}}
+	fields := map[string][]byte{"v": {snapshotVersion}, "last_seq": {0x00}, "completed": {0x00}}
 	maps.Copy(fields, over)
 	out := []byte{0x80 | byte(len(fields))}
 	for _, k := range []string{"v", "last_seq", "completed", "paused", "jobs", "runs", "unique", "workflows", "expiries", "zz"} {
@@ -509,5 +484,82 @@ func TestSD33_SnapshotKeepsAFullRunHistory(t *testing.T) {
 	sameState(t, "full run history", got, b.s)
 	if len(got.Runs) != RunsKeptMax || got.Runs[0].RunID != "r1" || got.LastRun().RunID != fmt.Sprintf("r%d", RunsKeptMax) {
 		t.Fatalf("decoded runs: %d, oldest %q, newest %q", len(got.Runs), got.Runs[0].RunID, got.LastRun().RunID)
+	}
+}
+
+// TestRL6_DecodeRefusesInconsistentSnapshots feeds Decode snapshots that
+// are well formed, each list entry as long as a real one (so that the
+// size pre-checks pass), but that describe a state no journal folds to:
+// each is refused as corrupt, for its own reason.
+func TestRL6_DecodeRefusesInconsistentSnapshots(t *testing.T) {
+	t.Parallel()
+	list := func(entries ...map[string]any) []byte {
+		var buf bytes.Buffer
+		enc := msgpack.NewEncoder(&buf)
+		enc.SetSortMapKeys(true)
+		if err := enc.EncodeArrayLen(len(entries)); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if err := enc.Encode(e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return buf.Bytes()
+	}
+	// job and wf pad an entry with a long name, so that it is as long as
+	// the encoding of a real one.
+	job := func(fields map[string]any) map[string]any {
+		fields["Handler"] = strings.Repeat("h", 256)
+		return fields
+	}
+	wf := func(fields map[string]any) map[string]any {
+		fields["Name"] = strings.Repeat("n", 4096)
+		return fields
+	}
+	hold := func(key, id string) map[string]any { return map[string]any{"key": key, "id": id} }
+	cases := []struct {
+		name string
+		over map[string][]byte
+		want string
+	}{
+		{"job without id", map[string][]byte{"jobs": list(job(map[string]any{}))}, `bad or duplicate job id ""`},
+		{"duplicate job id", map[string][]byte{"jobs": list(job(map[string]any{"ID": "x"}), job(map[string]any{"ID": "x"}))},
+			`bad or duplicate job id "x"`},
+		{"job unknown field", map[string][]byte{"jobs": list(job(map[string]any{"ID": "x", "q": 1}))}, `"q"`},
+		{"unique of a missing job", map[string][]byte{"unique": list(hold("k", "x"))}, `bad unique key "k" of job "x"`},
+		{"unique of a buried job", map[string][]byte{
+			"jobs":   list(job(map[string]any{"ID": "x", "UniqueKey": "k", "Status": uint8(JobBuried)})),
+			"unique": list(hold("k", "x")),
+		}, `bad unique key "k" of job "x"`},
+		{"unique of another key", map[string][]byte{
+			"jobs":   list(job(map[string]any{"ID": "x", "Status": uint8(JobPending)})),
+			"unique": list(hold("k", "x")),
+		}, `bad unique key "k" of job "x"`},
+		{"one key, two holders", map[string][]byte{
+			"jobs": list(job(map[string]any{"ID": "x", "UniqueKey": "k", "Status": uint8(JobPending)}),
+				job(map[string]any{"ID": "y", "UniqueKey": "k", "Status": uint8(JobPending)})),
+			"unique": list(hold("k", "x"), hold("k", "y")),
+		}, `bad unique key "k" of job "y"`},
+		// RL-10: a token is held by one processing job, and a processing
+		// job holds one.
+		{"processing job without a token", map[string][]byte{
+			"jobs": list(job(map[string]any{"ID": "x", "Status": uint8(JobProcessing)})),
+		}, `job "x" is processing with token 0`},
+		{"pending job with a token", map[string][]byte{
+			"jobs": list(job(map[string]any{"ID": "x", "Status": uint8(JobPending), "Token": 7})),
+		}, `job "x" is pending with token 7`},
+		{"one token held by two jobs", map[string][]byte{
+			"jobs": list(job(map[string]any{"ID": "x", "Status": uint8(JobProcessing), "Token": 7}),
+				job(map[string]any{"ID": "y", "Status": uint8(JobProcessing), "Token": 7})),
+		}, `token 7 held by jobs "x" and "y"`},
+		{"duplicate workflow id", map[string][]byte{"workflows": list(wf(map[string]any{"ID": "w"}), wf(map[string]any{"ID": "w"}))},
+			`bad or duplicate workflow id "w"`},
+	}
+	for _, c := range cases {
+		_, err := Decode(snapshotWith(c.over))
+		if !errors.Is(err, record.ErrCorrupt) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: Decode = %v, want a corrupt snapshot error containing %s", c.name, err, c.want)
+		}
 	}
 }
