@@ -176,8 +176,12 @@ func DeliveryTimeout(d time.Duration) JobOption {
 // job's id and appends nothing (JB-5). The key is the handler name and a
 // hash of the payload, so the queue and other options take no part in the
 // match, and a job enqueued without Unique carries no key and blocks
-// nothing. Completed and buried jobs do not block. Given to [Handle], it
-// applies to every enqueue for that handler.
+// nothing. Completed and buried jobs do not block. A buried job retried
+// ([Engine.Retry], JB-7) while another job holds its key waits in line
+// for it: Enqueue keeps returning the holder, and once the holder
+// completes or is buried the retried job (the oldest, if several) is the
+// one returned. Given to [Handle], it applies to every enqueue for that
+// handler.
 func Unique() JobOption {
 	return func(o *jobOptions) { o.unique = true }
 }

@@ -250,7 +250,9 @@ func (e *Engine) Bury(ctx context.Context, id string) error {
 }
 
 // Retry moves a buried job back to pending, available now, with a fresh
-// consumed count (JB-7). A job that is not buried, and a buried step job
+// consumed count (JB-7). A [Unique] job whose key another pending or
+// processing job took meanwhile keeps its key and takes part in
+// deduplication again once that job ends (JB-5). A job that is not buried, and a buried step job
 // whose workflow is not running (retry the workflow instead, with
 // [Engine.RetryWorkflow]), are refused with an error matching [ErrState];
 // an unknown id with a [*NameError] matching [ErrNotFound]. An ended ctx

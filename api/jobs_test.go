@@ -362,6 +362,52 @@ func TestJB5_UniqueDedupesWhilePendingOrProcessing(t *testing.T) {
 	b.checkReplay()
 }
 
+// JB-5, JB-7: a buried unique job retried while another job holds its key
+// waits for the key: Enqueue returns the holder while it is pending, and
+// the retried job once the holder is buried, across a restart too. No
+// enqueue creates a job while one with the key is pending.
+func TestJB5_JB7_RetriedUniqueJobTakesTheKeyWhenTheHolderEnds(t *testing.T) {
+	b := setup(t, nil)
+	register := func(e *api.Engine) {
+		if err := api.Handle(e, "digest", okHandler(nil), api.Unique(), api.OnQueue("held")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	register(b.eng)
+	if err := b.eng.PauseQueue(b.ctx, "held"); err != nil { // nothing runs: the jobs stay pending
+		t.Fatal(err)
+	}
+	x := b.enqueue("digest", msg{N: 1})
+	if err := b.eng.Bury(b.ctx, x); err != nil {
+		t.Fatal(err)
+	}
+	y := b.enqueue("digest", msg{N: 1})
+	if y == x {
+		t.Fatal("a buried job blocked its key")
+	}
+	if err := b.eng.Retry(b.ctx, x); err != nil {
+		t.Fatal(err)
+	}
+	b.wantStatus(x, api.JobPending)
+	if got := b.enqueue("digest", msg{N: 1}); got != y {
+		t.Fatalf("enqueue while %s holds the key and %s waits: %s, want the holder", y, x, got)
+	}
+	if err := b.eng.Bury(b.ctx, y); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.enqueue("digest", msg{N: 1}); got != x {
+		t.Fatalf("enqueue once the holder %s was buried: %s, want the retried job %s", y, got, x)
+	}
+	b.reopen(register)
+	if got := b.enqueue("digest", msg{N: 1}); got != x {
+		t.Fatalf("enqueue after a restart: %s, want %s", got, x)
+	}
+	if n := countKind(b.records(), record.KindJobEnqueued); n != 2 {
+		t.Fatalf("%d job_enqueued, want 2", n)
+	}
+	b.checkReplay()
+}
+
 func TestJB6_BuryPendingOnly(t *testing.T) {
 	b := setup(t, nil)
 	release := make(chan struct{})

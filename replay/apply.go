@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 
 	"github.com/quire-dev/quire/journal/record"
 )
@@ -230,16 +231,12 @@ func apply(s *State, r record.Record) error {
 		j.Status = JobPending
 		j.AvailableAt = b.AvailableAt
 		j.Consumed = 0
-		if j.UniqueKey != "" {
-			if _, held := s.Unique[j.UniqueKey]; held {
-				// Another job took the key while this one was buried: this
-				// one no longer takes part in deduplication (JB-5), so a
-				// key never names two live jobs.
-				j.UniqueKey = ""
-			} else {
-				s.Unique[j.UniqueKey] = j.ID
-			}
+		if _, held := s.Unique[j.UniqueKey]; held && !b.KeepKey {
+			// Written before KeepKey: a job whose key another took while
+			// it was buried lost it.
+			j.UniqueKey = ""
 		}
+		takeUnique(s, j)
 	case *record.QueuePaused:
 		s.PausedQueues[b.Queue] = true
 	case *record.QueueResumed:
@@ -312,8 +309,43 @@ func closeAttempt(s *State, j *Job, o *record.Outcome) {
 	j.LastCode, j.LastError = o.Code, o.Error
 }
 
+// takeUnique gives j, pending again, its unique key, or, when another live
+// job took the key while j was buried, puts j in line for it: Enqueue
+// keeps returning the holder, and j takes the key when the holder ends
+// (JB-5, JB-7).
+func takeUnique(s *State, j *Job) {
+	if j.UniqueKey == "" {
+		return
+	}
+	if _, held := s.Unique[j.UniqueKey]; !held {
+		s.Unique[j.UniqueKey] = j.ID
+		return
+	}
+	line := s.uniqueWaiting[j.UniqueKey]
+	i, _ := slices.BinarySearch(line, j.ID)
+	s.uniqueWaiting[j.UniqueKey] = slices.Insert(line, i, j.ID)
+}
+
+// releaseUnique takes j, which stopped being pending or processing, out of
+// deduplication: if it held its key, the first job in line for the key
+// takes it (JB-5); if it was in line, it leaves the line.
 func releaseUnique(s *State, j *Job) {
-	if j.UniqueKey != "" && s.Unique[j.UniqueKey] == j.ID {
-		delete(s.Unique, j.UniqueKey)
+	if j.UniqueKey == "" {
+		return
+	}
+	line := s.uniqueWaiting[j.UniqueKey]
+	if s.Unique[j.UniqueKey] == j.ID {
+		if len(line) == 0 {
+			delete(s.Unique, j.UniqueKey)
+			return
+		}
+		s.Unique[j.UniqueKey], line = line[0], line[1:]
+	} else if i, ok := slices.BinarySearch(line, j.ID); ok {
+		line = slices.Delete(line, i, i+1)
+	}
+	if len(line) == 0 {
+		delete(s.uniqueWaiting, j.UniqueKey)
+	} else {
+		s.uniqueWaiting[j.UniqueKey] = line
 	}
 }

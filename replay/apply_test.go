@@ -306,6 +306,12 @@ func TestJB5_UniqueKeyReleasedAndReReserved(t *testing.T) {
 	if holder("k") != "job_c" {
 		t.Fatalf("k held by %q, want job_c", holder("k"))
 	}
+	// Without KeepKey (a record written before it existed) the requeued
+	// job loses its key rather than wait for it.
+	if j := b.s.Jobs["job_b"]; j.UniqueKey != "" || len(b.s.uniqueWaiting) != 0 {
+		t.Fatalf("job_b requeued without KeepKey: key %q, lines %v", j.UniqueKey, b.s.uniqueWaiting)
+	}
+	checkInvariants(t, b.s)
 	// Retry and release keep the key.
 	b.retry("job_c", b.start("job_c"), at(time.Second))
 	b.release("job_c", b.start("job_c"), at(time.Second))
@@ -316,6 +322,59 @@ func TestJB5_UniqueKeyReleasedAndReReserved(t *testing.T) {
 	b.succeed("job_b", b.start("job_b"))
 	if holder("k") != "job_c" {
 		t.Fatalf("k held by %q after the non-holder completed", holder("k"))
+	}
+	checkInvariants(t, b.s)
+}
+
+// JB-5, JB-7: a buried job retried (job_requeued with KeepKey) while
+// another job holds its unique key waits in line for the key, so that an enqueue never creates a job while
+// one with the key is pending: when the holder ends, the first in line (by
+// id) takes the key; one that ends while in line leaves the line. A
+// snapshot taken with a line rebuilds it.
+func TestJB5_JB7_RetriedJobTakesTheKeyWhenTheHolderEnds(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	holder := func() string { return b.s.Unique["k"] }
+	b.enqueue("job_x", unique("k"))
+	b.buryAttempt("job_x", b.start("job_x"))
+	b.enqueue("job_w", unique("k"))
+	b.add("job_w", &record.JobBuried{JobID: "job_w", Error: "buried by operator"})
+	b.enqueue("job_y", unique("k"))
+	b.add("job_x", &record.JobRequeued{JobID: "job_x", AvailableAt: at(0), KeepKey: true})
+	b.add("job_w", &record.JobRequeued{JobID: "job_w", AvailableAt: at(0), KeepKey: true})
+	if holder() != "job_y" {
+		t.Fatalf("k held by %q, want job_y, which held it before the retries", holder())
+	}
+	checkInvariants(t, b.s)
+	snap, err := Encode(b.s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec, err := Decode(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkInvariants(t, dec)
+	sameState(t, "decoded", dec, b.s)
+
+	// The holder ends: the first in line by id takes the key.
+	b.succeed("job_y", b.start("job_y"))
+	if holder() != "job_w" {
+		t.Fatalf("k held by %q after the holder completed, want job_w", holder())
+	}
+	checkInvariants(t, b.s)
+	// One in line that ends leaves the line; the holder ends by burial.
+	b.enqueue("job_z", unique("l")) // another key is untouched
+	b.add("job_x", &record.JobBuried{JobID: "job_x", Error: "buried by operator"})
+	b.add("job_x", &record.JobRequeued{JobID: "job_x", AvailableAt: at(0), KeepKey: true})
+	b.buryAttempt("job_w", b.start("job_w"))
+	if holder() != "job_x" || b.s.Unique["l"] != "job_z" {
+		t.Fatalf("k held by %q, l by %q, want job_x and job_z", holder(), b.s.Unique["l"])
+	}
+	checkInvariants(t, b.s)
+	b.succeed("job_x", b.start("job_x"))
+	if _, held := b.s.Unique["k"]; held || len(b.s.uniqueWaiting) != 0 {
+		t.Fatalf("k held by %q, lines %v, after every job with it ended", holder(), b.s.uniqueWaiting)
 	}
 	checkInvariants(t, b.s)
 }

@@ -3,6 +3,7 @@ package replay
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -175,6 +176,21 @@ func checkInvariants(t tb, s *State) {
 		if !ok || j.UniqueKey != key || (j.Status != JobPending && j.Status != JobProcessing) {
 			t.Fatalf("unique key %q names job %q, which is not an active holder", key, id)
 		}
+	}
+	// JB-5: every other active job with a key waits in line for it, in
+	// id order, behind a holder.
+	lines := make(map[string][]string)
+	for _, id := range s.JobIDs() {
+		j := s.Jobs[id]
+		if j.UniqueKey != "" && (j.Status == JobPending || j.Status == JobProcessing) && s.Unique[j.UniqueKey] != id {
+			if _, held := s.Unique[j.UniqueKey]; !held {
+				t.Fatalf("job %s is %s with unique key %q, which no job holds", id, j.Status, j.UniqueKey)
+			}
+			lines[j.UniqueKey] = append(lines[j.UniqueKey], id)
+		}
+	}
+	if !reflect.DeepEqual(lines, s.uniqueWaiting) {
+		t.Fatalf("unique key lines %v, want %v", s.uniqueWaiting, lines)
 	}
 	// byWorkflow holds exactly the step jobs of Jobs.
 	steps := 0

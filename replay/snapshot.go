@@ -201,6 +201,19 @@ func Decode(b []byte) (*State, error) {
 		}
 		s.Unique[u.Key] = u.ID
 	}
+	// Every other live job with a key waits in line for it (JB-5), and a
+	// key in line has a holder.
+	for _, id := range s.JobIDs() {
+		j := s.Jobs[id]
+		if j.UniqueKey == "" || (j.Status != JobPending && j.Status != JobProcessing) || s.Unique[j.UniqueKey] == j.ID {
+			continue
+		}
+		if _, held := s.Unique[j.UniqueKey]; !held {
+			return nil, fmt.Errorf("replay: snapshot: %w: job %q is %s with unique key %q, which no job holds",
+				record.ErrCorrupt, j.ID, j.Status, j.UniqueKey)
+		}
+		s.uniqueWaiting[j.UniqueKey] = append(s.uniqueWaiting[j.UniqueKey], j.ID) // ids in sorted order
+	}
 	s.Runs = snap.Runs
 	for i := range snap.Workflows {
 		w := snap.Workflows[i]

@@ -64,6 +64,10 @@ func sameState(t tb, what string, a, b *State) {
 	if !maps.Equal(a.Unique, b.Unique) {
 		t.Fatalf("%s: unique %v != %v", what, a.Unique, b.Unique)
 	}
+	// JB-5: the jobs in line for a key another job holds.
+	if !maps.EqualFunc(a.uniqueWaiting, b.uniqueWaiting, slices.Equal[[]string]) {
+		t.Fatalf("%s: unique key lines %v != %v", what, a.uniqueWaiting, b.uniqueWaiting)
+	}
 	if !maps.Equal(a.Tokens, b.Tokens) {
 		t.Fatalf("%s: tokens %v != %v", what, a.Tokens, b.Tokens)
 	}
@@ -541,6 +545,10 @@ func TestRL6_DecodeRefusesInconsistentSnapshots(t *testing.T) {
 				job(map[string]any{"ID": "y", "UniqueKey": "k", "Status": uint8(JobPending)})),
 			"unique": list(hold("k", "x"), hold("k", "y")),
 		}, `bad unique key "k" of job "y"`},
+		// JB-5: a job with a key either holds it or waits behind a holder.
+		{"pending job with a key no job holds", map[string][]byte{
+			"jobs": list(job(map[string]any{"ID": "x", "UniqueKey": "k", "Status": uint8(JobPending)})),
+		}, `job "x" is pending with unique key "k", which no job holds`},
 		// RL-10: a token is held by one processing job, and a processing
 		// job holds one.
 		{"processing job without a token", map[string][]byte{

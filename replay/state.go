@@ -119,6 +119,12 @@ type State struct {
 	Tokens map[uint64]string
 	// Unique maps unique keys of pending or processing jobs to job ids (JB-5).
 	Unique map[string]string
+	// uniqueWaiting holds, by key, the ids (sorted) of the other pending
+	// or processing jobs that carry a key Unique gives to another job: a
+	// buried job retried (JB-7) while another had taken its key. When the
+	// holder ends, the smallest id takes the key (JB-5). Derived from
+	// Jobs and Unique, never stored; no entry is empty.
+	uniqueWaiting map[string][]string
 	// PausedQueues holds the queues paused by queue_paused (JB-8).
 	PausedQueues map[string]bool
 	// Workflows holds the workflows not completed or cancelled. Insert
@@ -154,15 +160,16 @@ type State struct {
 // New returns an empty State.
 func New() *State {
 	return &State{
-		Jobs:         make(map[string]*Job),
-		byWorkflow:   make(map[string]map[string]*Job),
-		Tokens:       make(map[uint64]string),
-		Unique:       make(map[string]string),
-		PausedQueues: make(map[string]bool),
-		Workflows:    make(map[string]*Workflow),
-		byName:       make(map[string]map[string]*Workflow),
-		expiries:     make(map[uint64]*Expiry),
-		Idempotency:  make(map[string]string),
+		Jobs:          make(map[string]*Job),
+		byWorkflow:    make(map[string]map[string]*Job),
+		Tokens:        make(map[uint64]string),
+		Unique:        make(map[string]string),
+		uniqueWaiting: make(map[string][]string),
+		PausedQueues:  make(map[string]bool),
+		Workflows:     make(map[string]*Workflow),
+		byName:        make(map[string]map[string]*Workflow),
+		expiries:      make(map[uint64]*Expiry),
+		Idempotency:   make(map[string]string),
 	}
 }
 

@@ -314,7 +314,7 @@ func (m *Machine) Requeue(now time.Time, id string) (Decision, error) {
 	if j.WorkflowID != "" && !m.stepRunning(j) {
 		return d, fmt.Errorf("%w: job %s is a step of workflow %s, which is not running: retry the workflow", ErrState, id, j.WorkflowID)
 	}
-	m.emit(&d, j.Stream, &record.JobRequeued{JobID: id, AvailableAt: now.UnixNano()})
+	m.emit(&d, j.Stream, requeued(j, now))
 	return d, nil
 }
 
@@ -334,9 +334,15 @@ func (m *Machine) RequeueBuried(now time.Time, queue string) (Decision, int) {
 	sortBySeq(ids)
 	for _, j := range ids {
 		d.cut() // each requeue is its own unit: any number fits the journal
-		m.emit(&d, j.Stream, &record.JobRequeued{JobID: j.ID, AvailableAt: now.UnixNano()})
+		m.emit(&d, j.Stream, requeued(j, now))
 	}
 	return d, len(ids)
+}
+
+// requeued is the job_requeued of buried job j at now: a unique job keeps
+// its key (JB-5).
+func requeued(j *replay.Job, now time.Time) *record.JobRequeued {
+	return &record.JobRequeued{JobID: j.ID, AvailableAt: now.UnixNano(), KeepKey: j.UniqueKey != ""}
 }
 
 // PauseQueue decides a queue_paused, or nothing if the queue is paused (JB-8).

@@ -166,6 +166,12 @@ func (b *JobBuried) envelopeVersion() uint8 {
 type JobRequeued struct {
 	JobID       string `msgpack:"job_id"`
 	AvailableAt int64  `msgpack:"available_at"`
+	// KeepKey, set for a job enqueued with Unique, says that the job
+	// keeps its unique key: if another pending or processing job took the
+	// key while this one was buried, this one waits in line for it and
+	// takes it when that job ends (JB-5). Without it, as in records
+	// written before it existed, such a job loses its key instead.
+	KeepKey bool `msgpack:"keep_key,omitempty"`
 }
 
 // QueuePaused pauses a queue (JB-8).

@@ -75,7 +75,7 @@ func genBody(t *rapid.T, k Kind) Body {
 	case KindJobBuried:
 		return &JobBuried{JobID: str("job_id"), Code: str("code"), Error: str("error"), Final: flag("final")}
 	case KindJobRequeued:
-		return &JobRequeued{JobID: str("job_id"), AvailableAt: i64("available_at")}
+		return &JobRequeued{JobID: str("job_id"), AvailableAt: i64("available_at"), KeepKey: flag("keep_key")}
 	case KindQueuePaused:
 		return &QueuePaused{Queue: str("queue")}
 	case KindQueueResumed:
