@@ -161,22 +161,23 @@ func (w *World) Take(ctx context.Context, key string, d time.Duration, mode Mode
 	return nil
 }
 
-// turn is the engine's [api.SimDeadlineTurn] hook: an on-deadline handler
-// (WD-10) calls it on its own goroutine before it runs, and parks there,
-// due at once, until the world wakes it at a quiescent point, one at a
-// time in key order among the parked work. The engine starts such a
-// handler beside whatever attempt the same event made runnable; parked,
-// it runs only once that attempt has settled or parked, so the records of
-// the two come in the same order on every run of a seed (RL-8). Each turn
-// is a step of the trace ("turn deadline/<workflow>/<expiry>"), not a
-// [Work]. If the instance crashes first, the goroutine exits and the
-// handler never runs, as in a killed process; the next instance runs the
-// obligation again (WD-10).
+// turn parks the calling goroutine, due at once, until the world wakes it
+// at a quiescent point, one at a time in key order among the parked work.
+// An on-deadline handler (WD-10) calls it before it runs (the engine's
+// [api.SimDeadlineTurn] hook), and so does every attempt, in the world's
+// middleware, when the engine has more than one worker. The engine starts
+// such code beside whatever else the same event made runnable; parked, it
+// runs only once that has settled or parked, so their records come in the
+// same order on every run of a seed (RL-8). Each turn is a step of the
+// trace ("turn deadline/<workflow>/<expiry>", "turn attempt/<job>/<n>"),
+// not a [Work]. If the instance crashes first, the goroutine exits and the
+// code never runs, as in a killed process; the next instance runs the
+// obligation or the job again (WD-10, DL-44).
 func (w *World) turn(ctx context.Context, key string) {
 	now := w.clk.Now()
 	a := &actor{key: key, start: now, until: now, mode: Ignore, ctx: ctx, wake: make(chan wakeKind, 1), turn: true}
 	if w.park(a, func() {
-		w.fail("on-deadline handler %s started twice in one instance", key)
+		w.fail("%s waits for a turn twice in one instance", key)
 	}) == wakeKilled {
 		runtime.Goexit()
 	}

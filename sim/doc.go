@@ -256,9 +256,15 @@
 //     CrashClone images, block by block in sorted path order, so it
 //     reproduces; it keeps or drops whole unsynced files, not directory
 //     entries separately.
-//   - Handlers must not use more than one worker's worth of concurrency:
-//     with Options.Workers > 1 (via [EngineOptions]) the order of ULID and
-//     jitter draws, hence the trace, may vary between runs.
+//   - A world runs one worker by default. With Options.Workers > 1 (via
+//     [EngineOptions]) as many attempts start together and overlap in
+//     simulated time, but their code runs one at a time: each first
+//     waits, in the world's middleware, for a turn of its own (a trace
+//     step "turn attempt/<job id>/<attempt>"), so the order of their
+//     records and of the ULID and jitter draws they cause, hence the
+//     trace, repeats. Such a world finds its quiescent points in step
+//     mode from its first attempt, which costs more per step. Goroutines
+//     a handler starts itself are outside the turns.
 //   - Snapshots are disabled (SnapshotEvery at its maximum) because they
 //     are written in the background; snapshot + tail is covered by the
 //     replay properties.

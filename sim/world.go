@@ -133,7 +133,8 @@ func AdvanceStopsMax(n int) Option { return func(c *config) { c.stopsMax = n } }
 // EngineOptions adjusts the engine's options after the world has set its
 // own (directory, filesystem, clock, entropy, jitter source, one worker,
 // no snapshots), for the options a test varies: timeouts, limits, Workers
-// (see "Limits" in the package documentation).
+// (with more than one, attempts run their code in turns, one at a time:
+// see "Limits" in the package documentation).
 //
 // f must not replace the world's own Dir, FS, Clock, Entropy or Rand:
 // the world crashes, reopens and inspects its own in-memory filesystem
@@ -632,6 +633,7 @@ func (w *World) options() (o api.Options, replaced []string) {
 		Rand:    rand.NewPCG(w.seed, purposeJitter<<32|uint64(w.epoch)),
 		// One worker: attempts run one at a time, so the order of
 		// entropy and jitter draws is the machine's, not the scheduler's.
+		// With more (EngineOptions), each attempt waits for a turn.
 		Workers: 1,
 		// Snapshot writes run in the background and would race a crash
 		// image; snapshot + tail is covered by the replay properties.
@@ -656,9 +658,16 @@ func (w *World) options() (o api.Options, replaced []string) {
 		}
 	}
 	// Every handler call is noted, so the oracle can check that its
-	// attempt_started was acknowledged before it (RL-10).
+	// attempt_started was acknowledged before it (RL-10). With more than
+	// one worker, attempts that one event starts would run side by side
+	// and settle in whatever order the Go scheduler gives them: each
+	// first waits for a turn of its own, as on-deadline handlers do.
 	epoch := w.epoch
+	turns := o.Workers > 1
 	noted := api.MiddlewareFuncs{Label: "sim", BeforeFunc: func(ctx context.Context, d *api.Delivery) error {
+		if turns {
+			w.turn(ctx, fmt.Sprintf("attempt/%s/%d", d.JobID(), d.Attempt()))
+		}
 		w.orc.called(epoch, d.JobID(), d.Attempt())
 		return nil
 	}}
