@@ -17,7 +17,7 @@ import (
 // three times (the last under GOMAXPROCS=1), gives equal step traces and
 // final digests (RL-8).
 func TestRL8_DeterminismWithManyWorkers(t *testing.T) {
-	sim.Check(t, 6, func(w *sim.World) {
+	sim.Check(t, 4, func(w *sim.World) {
 		w.Register(func(e *api.Engine) error {
 			return api.Handle(e, "fan", func(ctx context.Context, d *api.Delivery, in msg) error {
 				if w.Fails(d.JobID(), d.Attempt(), 40) {
@@ -45,6 +45,6 @@ func TestRL8_DeterminismWithManyWorkers(t *testing.T) {
 // and shutdowns, on three workers: parked attempts overlap in simulated
 // time while the code between their parks runs in turns.
 func TestRL8_DeterminismWithManyWorkersAndDurations(t *testing.T) {
-	sim.Check(t, 8, workload(mix{steps: 30, crash: 8, stop: 8, slow: 25, jump: 5}),
+	sim.Check(t, 3, workload(mix{steps: 30, crash: 8, stop: 8, slow: 25, jump: 5}),
 		sim.EngineOptions(func(o *api.Options) { o.Workers = 3 }))
 }
