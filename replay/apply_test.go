@@ -346,16 +346,7 @@ func TestJB5_JB7_RetriedJobTakesTheKeyWhenTheHolderEnds(t *testing.T) {
 		t.Fatalf("k held by %q, want job_y, which held it before the retries", holder())
 	}
 	checkInvariants(t, b.s)
-	snap, err := Encode(b.s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec, err := Decode(snap)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkInvariants(t, dec)
-	sameState(t, "decoded", dec, b.s)
+	snapshotOf(t, "a snapshot with a line", b.s)
 
 	// The holder ends: the first in line by id takes the key.
 	b.succeed("job_y", b.start("job_y"))
@@ -419,15 +410,7 @@ func TestRL11_WorkflowJobsFollowTheirWorkflow(t *testing.T) {
 			}
 		}
 		checkInvariants(t, b.s)
-		snap, err := Encode(b.s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		dec, err := Decode(snap)
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkInvariants(t, dec)
+		dec := snapshotOf(t, "snapshot of "+wf, b.s)
 		if n := len(dec.WorkflowJobs(wf)); n != len(ids) {
 			t.Fatalf("jobs of %s after a snapshot: %d, want %d", wf, n, len(ids))
 		}

@@ -142,15 +142,7 @@ func TestRL6_FoldIsTotal(t *testing.T) {
 			}
 			checkInvariants(t, s)
 		}
-		enc, err := Encode(s)
-		if err != nil {
-			t.Fatalf("Encode: %v", err)
-		}
-		got, err := Decode(enc)
-		if err != nil {
-			t.Fatalf("a folded state does not survive its snapshot: %v", err)
-		}
-		sameState(t, "snapshot of an arbitrary fold", got, s)
+		snapshotOf(t, "snapshot of an arbitrary fold", s)
 		sameState(t, "refold of the accepted records", fold(t, applied), s)
 	})
 }

@@ -81,24 +81,32 @@ func sameState(t tb, what string, a, b *State) {
 	}
 }
 
-func TestRL12_SnapshotRoundTrip(t *testing.T) {
-	t.Parallel()
-	b := sampleState(t)
-	enc, err := Encode(b.s)
+// snapshotOf encodes s and decodes the snapshot, failing t unless the
+// decoded state keeps the invariants and equals s; it returns that state.
+func snapshotOf(t tb, what string, s *State) *State {
+	t.Helper()
+	enc, err := Encode(s)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s: Encode: %v", what, err)
 	}
 	got, err := Decode(enc)
 	if err != nil {
-		t.Fatalf("Decode: %v", err)
+		t.Fatalf("%s: Decode: %v", what, err)
 	}
-	sameState(t, "decoded", got, b.s)
+	checkInvariants(t, got)
+	sameState(t, what, got, s)
+	return got
+}
+
+func TestRL12_SnapshotRoundTrip(t *testing.T) {
+	t.Parallel()
+	b := sampleState(t)
+	got := snapshotOf(t, "decoded", b.s)
 	if got.LastSeq != b.s.LastSeq || got.Completed != 1 || len(got.Runs) != 2 || got.Runs[0].Shutdown.Report == nil {
 		t.Fatalf("decoded = LastSeq %d Completed %d runs %+v", got.LastSeq, got.Completed, got.Runs)
 	}
-	checkInvariants(t, got)
 	again, _ := Encode(got)
-	if !bytes.Equal(again, enc) {
+	if enc, _ := Encode(b.s); !bytes.Equal(again, enc) {
 		t.Fatal("re-encoding a decoded state changes the bytes")
 	}
 	// The decoded state keeps folding like the original.
@@ -477,15 +485,7 @@ func TestSD33_SnapshotKeepsAFullRunHistory(t *testing.T) {
 	if len(b.s.Runs) != RunsKeptMax {
 		t.Fatalf("%d runs kept, want %d", len(b.s.Runs), RunsKeptMax)
 	}
-	enc, err := Encode(b.s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := Decode(enc)
-	if err != nil {
-		t.Fatalf("Decode of a state with %d runs: %v", RunsKeptMax, err)
-	}
-	sameState(t, "full run history", got, b.s)
+	got := snapshotOf(t, "full run history", b.s)
 	if len(got.Runs) != RunsKeptMax || got.Runs[0].RunID != "r1" || got.LastRun().RunID != fmt.Sprintf("r%d", RunsKeptMax) {
 		t.Fatalf("decoded runs: %d, oldest %q, newest %q", len(got.Runs), got.Runs[0].RunID, got.LastRun().RunID)
 	}
