@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/quire-dev/quire/shutdown"
 )
@@ -24,7 +25,8 @@ const OwnedResourcesMax = 64
 // report is then Incomplete (SD-37).
 type OwnedResource struct {
 	// Name identifies the resource in diagnostics. Required; at most
-	// NameBytesMax bytes, under the name rule ([ErrInvalidName]).
+	// NameBytesMax bytes, under the name rule ([ErrInvalidName]); no two
+	// resources of one Options share a name.
 	Name string
 	// Closer is closed with Close. Close takes no context, so one that
 	// blocks can only be abandoned; prefer CloseFunc for resources whose
@@ -53,6 +55,9 @@ func (o Options) validateOwned() error {
 		field := fmt.Sprintf("Options.OwnedResources[%d]", i)
 		if err := validateName(r.Name); err != nil {
 			return &OptionError{Field: field + ".Name", Value: r.Name, Reason: err.Error()}
+		}
+		if j := slices.IndexFunc(o.OwnedResources[:i], func(p OwnedResource) bool { return p.Name == r.Name }); j >= 0 {
+			return &OptionError{Field: field + ".Name", Value: r.Name, Reason: fmt.Sprintf("also the name of Options.OwnedResources[%d]: names identify resources in diagnostics", j)}
 		}
 		if (r.Closer == nil) == (r.CloseFunc == nil) {
 			return &OptionError{Field: field, Value: r.Name, Reason: "set exactly one of Closer and CloseFunc"}

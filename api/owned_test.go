@@ -284,6 +284,14 @@ func TestSD35_InvalidOptionsOwnNothing(t *testing.T) {
 			t.Fatalf("open: %v, want an option error", err)
 		}
 	}
+	// Names identify resources in diagnostics: a second "db" is refused,
+	// and the error names it.
+	dup := []api.OwnedResource{{Name: "db", Closer: c}, {Name: "cache", Closer: c}, {Name: "db", Closer: c}}
+	_, err := api.Open(context.Background(), api.Options{FS: vfs.NewMem(), OwnedResources: dup})
+	var oe *api.OptionError
+	if !errors.As(err, &oe) || oe.Field != "Options.OwnedResources[2].Name" || oe.Value != "db" {
+		t.Fatalf("open with two resources named db: %v, want an option error naming Options.OwnedResources[2].Name", err)
+	}
 	if got := log.get(); len(got) != 0 {
 		t.Fatalf("closed %v", got)
 	}
