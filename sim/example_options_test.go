@@ -202,6 +202,40 @@ func ExampleEngineOptions() {
 	// true
 }
 
+// ExampleEngineOptions_workers runs the engine with two workers. Each
+// attempt runs its code in a turn of its own, a step of the trace (taken
+// within the step that made it due, before that step's own entry). The
+// three retries due together at 1 s start two at a time (ada and bob, by
+// enqueue order); the attempts waiting for a turn run one at a time, in
+// key order (bob's id sorts before ada's, and cy's, once its attempt has
+// started, too), so a seed's trace repeats.
+func ExampleEngineOptions_workers() {
+	w := sim.New(1, sim.EngineOptions(func(o *api.Options) { o.Workers = 2 }))
+	registerSend(w)
+	var names []string // job id, then who it mails
+	for _, to := range []string{"ada", "bob", "cy"} {
+		names = append(names, w.Enqueue("send", email{To: to + "@example.com"}), to)
+	}
+	w.Advance(time.Second)
+	r := strings.NewReplacer(names...)
+	for _, s := range w.Trace() {
+		fmt.Println(s.N, r.Replace(s.What))
+	}
+	finish(w)
+	// Output:
+	// 0 open
+	// 1 turn attempt/ada/1
+	// 2 enqueue send
+	// 3 turn attempt/bob/1
+	// 4 enqueue send
+	// 5 turn attempt/cy/1
+	// 6 enqueue send
+	// 7 turn attempt/bob/2
+	// 8 turn attempt/cy/2
+	// 9 turn attempt/ada/2
+	// 10 clock 1s
+}
+
 // ExampleSlowDisk delays the engine's writes by real time. A simulation
 // never depends on real time, so the trace is the one of a fast disk.
 func ExampleSlowDisk() {
