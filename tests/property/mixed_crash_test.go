@@ -530,6 +530,13 @@ func TestMixedCrash_Workload(t *testing.T) {
 	sim.Run(t, 20, mixedScenario(60), mixedOptions)
 }
 
+// TestMixedCrash_ManyWorkers is TestMixedCrash_Workload on an engine with
+// three workers: attempts start together and overlap in simulated time
+// (the world runs their code in turns, so a failing seed reruns exactly).
+func TestMixedCrash_ManyWorkers(t *testing.T) {
+	sim.Run(t, 6, mixedScenario(60), mixedOptions, sim.EngineOptions(func(o *api.Options) { o.Workers = 3 }))
+}
+
 // mixedOptions checks deadlines every 5 min rather than every minute
 // (WD-6): the settle phase's hours then stop the clock a few dozen times,
 // not hundreds.
