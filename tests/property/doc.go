@@ -26,10 +26,11 @@
 //
 // Other properties here: TestSchedulerModel (random enqueue, dispatch,
 // signal, advance, jump, crash and restart against a model of acknowledged
-// work, under the sim oracle); TestMixedCrash_Workload and
+// work, under the sim oracle); TestMixedCrash_Workload,
+// TestMixedCrash_ManyWorkers (three workers) and
 // TestMixedCrash_Determinism (Parallel, SubWorkflow, WaitForWorkflows,
-// signals, delays and deadlines beside workflow and queue controls, unique
-// and follow-up jobs, under crashes, shutdowns, disk faults and clock
-// jumps, with end-state checks). Replay's own totality property is
+// signals, delays and deadlines with on-deadline handlers beside workflow
+// and queue controls, unique and follow-up jobs, under crashes, shutdowns,
+// disk faults and clock jumps, with end-state checks). Replay's own totality property is
 // replay's TestRL6_FoldIsTotal.
 package property
