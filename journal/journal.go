@@ -118,7 +118,7 @@ type Metrics struct {
 	Groups           uint64 // group commits
 	Records          uint64 // records appended
 	Bytes            uint64 // batch bytes committed (records, index keys, snapshots)
-	Fsyncs           uint64 // commits with pebble.Sync (groups, snapshot writes and deletes)
+	Fsyncs           uint64 // commits made with pebble.Sync (groups, snapshot writes and deletes), a failed one included
 	DiskSlow         uint64 // Pebble DiskSlow events
 	BackgroundErrors uint64 // Pebble BackgroundError events
 	LoggedErrors     uint64 // Pebble Logger.Errorf calls
