@@ -179,9 +179,9 @@ func DeliveryTimeout(d time.Duration) JobOption {
 // nothing. Completed and buried jobs do not block. A buried job retried
 // ([Engine.Retry], JB-7) while another job holds its key waits in line
 // for it: Enqueue keeps returning the holder, and once the holder
-// completes or is buried the retried job (the oldest, if several) is the
-// one returned. Given to [Handle], it applies to every enqueue for that
-// handler.
+// completes or is buried, the retried job (if several, the one whose id
+// sorts first) is the one returned. Given to [Handle], it applies to
+// every enqueue for that handler.
 func Unique() JobOption {
 	return func(o *jobOptions) { o.unique = true }
 }
