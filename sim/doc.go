@@ -239,7 +239,9 @@
 //     after 60 s of it the watchdog fails the world, listing the
 //     goroutines that were not waiting. (The receiver goroutine that the
 //     process's first signal.Notify starts, Engine.Run's included, waits
-//     for a signal in a system call and counts as waiting.)
+//     for a signal in a system call and counts as waiting; so do the CPU
+//     profile's writer and the execution trace's reader that go test
+//     -cpuprofile and -trace start.)
 //   - Engine-internal concurrency that one event starts (a quarantined
 //     execution returning while hooks run) can still order its records
 //     differently between runs; T9 covers the workloads here, including

@@ -59,21 +59,12 @@ func quiet(buf *[]byte) bool {
 
 // allBlocked reads a runtime.Stack dump: the caller's goroutine comes
 // first, then every other one, each headed "goroutine N [state...]:" and
-// followed by its frames, innermost first.
+// followed by its frames, innermost first, with a blank line between
+// goroutines.
 func allBlocked(dump []byte) bool {
-	first := true
-	for len(dump) > 0 {
-		var line []byte
-		line, dump = nextLine(dump)
-		if !bytes.HasPrefix(line, []byte("goroutine ")) {
-			continue
-		}
-		if first {
-			first = false // the caller
-			continue
-		}
-		frame, _ := nextLine(dump)
-		if !blocked(line, frame) {
+	for i, g := range bytes.Split(dump, []byte("\n\n")) {
+		header, frames := nextLine(g)
+		if i > 0 && bytes.HasPrefix(header, []byte("goroutine ")) && !blocked(header, frames) {
 			return false
 		}
 	}
@@ -94,16 +85,30 @@ func nextLine(b []byte) (line, rest []byte) {
 // in a system call for the rest of the process's life.
 var signalRecv = []byte("os/signal.signal_recv(")
 
-// blocked reads the header of a goroutine in a dump, "goroutine N
-// [state...]:", and its innermost frame, and reports whether it waits:
-// its state is one of blockedStates, or it is os/signal's receiver in
-// its system call, which waits for outside input (a signal) as a pipe in
-// "IO wait" does. Any other goroutine in a system call is at work.
-// Without that exception a test binary in which anything had called
-// signal.Notify (Engine.Run does, and so may the application's own code)
-// never reached a quiescent point in step mode again: every later world
-// that parked work or shut down failed through the watchdog.
-func blocked(header, frame []byte) bool {
+// observers are frames of goroutines the runtime's own tools start for
+// the whole process: the CPU profile's writer (go test -cpuprofile,
+// pprof.StartCPUProfile), which waits for samples in a system call on
+// Linux and in time.Sleep on Darwin, and the execution trace's reader
+// (go test -trace, trace.Start), which waits in a state of its own. They
+// only read what the runtime records and write it out; nothing of a
+// world waits for them or is started by them.
+var observers = [][]byte{
+	[]byte("runtime/pprof.profileWriter("),
+	[]byte("runtime/trace.(*traceMultiplexer)"),
+}
+
+// blocked reads a goroutine of a dump, its header "goroutine N
+// [state...]:" and its frames, and reports whether it waits: its state is
+// one of blockedStates; or it is os/signal's receiver in its system call,
+// which waits for outside input (a signal) as a pipe in "IO wait" does;
+// or it is one of the observers, whatever it does. Any other goroutine in
+// a system call is at work. Without the receiver's exception a test
+// binary in which anything had called signal.Notify (Engine.Run does, and
+// so may the application's own code) never reached a quiescent point in
+// step mode again: every later world that parked work or shut down failed
+// through the watchdog; without the observers', neither did one run with
+// go test -cpuprofile or -trace.
+func blocked(header, frames []byte) bool {
 	open := bytes.IndexByte(header, '[')
 	if open < 0 {
 		return false
@@ -114,7 +119,15 @@ func blocked(header, frame []byte) bool {
 			return true
 		}
 	}
-	return bytes.HasPrefix(state, []byte("syscall")) && bytes.HasPrefix(frame, signalRecv)
+	if bytes.HasPrefix(state, []byte("syscall")) && bytes.HasPrefix(frames, signalRecv) {
+		return true
+	}
+	for _, o := range observers {
+		if bytes.Contains(frames, o) {
+			return true
+		}
+	}
+	return false
 }
 
 // quietMu lets one world of the process at a time wait for a quiescent
@@ -211,9 +224,8 @@ func busy(buf *[]byte) string {
 	var out []byte
 	listed, more := 0, 0
 	for i, g := range bytes.Split(dump, []byte("\n\n")) {
-		header, rest := nextLine(g)
-		frame, _ := nextLine(rest)
-		if i == 0 || !bytes.HasPrefix(header, []byte("goroutine ")) || blocked(header, frame) {
+		header, frames := nextLine(g)
+		if i == 0 || !bytes.HasPrefix(header, []byte("goroutine ")) || blocked(header, frames) {
 			continue // the caller, or blocked
 		}
 		if listed == busyListMax || len(out)+len(g) > busyBytesMax {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -58,5 +59,33 @@ func TestStepModeAfterSignalNotify(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("the child failed (%v):\n%s", err, out)
+	}
+}
+
+// TestStepModeUnderProfileAndTrace runs a world in step mode in a child
+// test binary started with -test.cpuprofile and -test.trace, as go test
+// -cpuprofile and -trace start it: the profile's writer and the trace's
+// reader, which wait for what the runtime records, do not hold back the
+// world. They used to count as work, so every such world failed through
+// the watchdog after 60 s of real time; the child is given 45 s.
+func TestStepModeUnderProfileAndTrace(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	cmd := exec.CommandContext(ctx, exe, "-test.run=^TestRL8_DeterminismWithManyWorkers$", "-test.count=1",
+		"-test.cpuprofile="+filepath.Join(dir, "cpu.out"), "-test.trace="+filepath.Join(dir, "trace.out"))
+	cmd.Env = append(os.Environ(), "QUIRE_SEEDS=1", "QUIRE_SIM_OUT="+dir)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the child failed (%v):\n%s", err, out)
+	}
+	for _, f := range []string{"cpu.out", "trace.out"} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
+			t.Fatalf("the child wrote no %s: %v", f, err)
+		}
 	}
 }
