@@ -48,16 +48,23 @@ func TestSignalNotifyChild(t *testing.T) {
 // count as work, so every such world failed through the watchdog after
 // 60 s of real time; the child is given 45 s.
 func TestStepModeAfterSignalNotify(t *testing.T) {
+	runChild(t, []string{signalChildEnv + "=1", "QUIRE_SIM_OUT=" + t.TempDir()}, "-test.run=^TestSignalNotifyChild$", "-test.v")
+}
+
+// runChild runs this test binary once more, with env added to this
+// process's and args after -test.count=1, and fails t unless it passes
+// within 45 s (less than a world's 60 s watchdog).
+func runChild(t *testing.T, env []string, args ...string) {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, exe, "-test.run=^TestSignalNotifyChild$", "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(), signalChildEnv+"=1", "QUIRE_SIM_OUT="+t.TempDir())
-	out, err := cmd.CombinedOutput()
-	if err != nil {
+	cmd := exec.CommandContext(ctx, exe, append([]string{"-test.count=1"}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("the child failed (%v):\n%s", err, out)
 	}
 }
@@ -69,20 +76,9 @@ func TestStepModeAfterSignalNotify(t *testing.T) {
 // world. They used to count as work, so every such world failed through
 // the watchdog after 60 s of real time; the child is given 45 s.
 func TestStepModeUnderProfileAndTrace(t *testing.T) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
-	defer cancel()
 	dir := t.TempDir()
-	cmd := exec.CommandContext(ctx, exe, "-test.run=^TestRL8_DeterminismWithManyWorkers$", "-test.count=1",
+	runChild(t, []string{"QUIRE_SEEDS=1", "QUIRE_SIM_OUT=" + dir}, "-test.run=^TestRL8_DeterminismWithManyWorkers$",
 		"-test.cpuprofile="+filepath.Join(dir, "cpu.out"), "-test.trace="+filepath.Join(dir, "trace.out"))
-	cmd.Env = append(os.Environ(), "QUIRE_SEEDS=1", "QUIRE_SIM_OUT="+dir)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("the child failed (%v):\n%s", err, out)
-	}
 	for _, f := range []string{"cpu.out", "trace.out"} {
 		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
 			t.Fatalf("the child wrote no %s: %v", f, err)
