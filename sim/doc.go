@@ -258,15 +258,16 @@
 //     CrashClone images, block by block in sorted path order, so it
 //     reproduces; it keeps or drops whole unsynced files, not directory
 //     entries separately.
-//   - A world runs one worker by default. With Options.Workers > 1 (via
-//     [EngineOptions]) as many attempts start together and overlap in
-//     simulated time, but their code runs one at a time: each first
-//     waits, in the world's middleware, for a turn of its own (a trace
-//     step "turn attempt/<job id>/<attempt>"), so the order of their
-//     records and of the ULID and jitter draws they cause, hence the
-//     trace, repeats. Such a world finds its quiescent points in step
-//     mode from its first attempt, which costs more per step. Goroutines
-//     a handler starts itself are outside the turns.
+//   - A world runs one worker by default. With more (Options.Workers set
+//     by [EngineOptions] to 2 or more, or to zero, the engine's default
+//     of 16) as many attempts start together and overlap in simulated
+//     time, but their code runs one at a time: each first waits, in the
+//     world's middleware, for a turn of its own (a trace step "turn
+//     attempt/<job id>/<attempt>"), so the order of their records and of
+//     the ULID and jitter draws they cause, hence the trace, repeats.
+//     Such a world finds its quiescent points in step mode from its first
+//     attempt, which costs more per step. Goroutines a handler starts
+//     itself are outside the turns.
 //   - Snapshots are disabled (SnapshotEvery at its maximum) because they
 //     are written in the background; snapshot + tail is covered by the
 //     replay properties.

@@ -112,3 +112,27 @@ func TestRL8_DeterminismWithManyWorkersAndDurations(t *testing.T) {
 	sim.Check(t, 3, workload(mix{steps: 30, crash: 8, stop: 8, slow: 25, jump: 5}),
 		sim.EngineOptions(func(o *api.Options) { o.Workers = 3 }))
 }
+
+// TestWorkersZeroRunsAttemptsInTurns: Workers left at zero by
+// EngineOptions is the engine's default, 16 workers, so attempts wait for
+// turns as with any count above one.
+func TestWorkersZeroRunsAttemptsInTurns(t *testing.T) {
+	w := sim.New(1, sim.WithT(t), sim.EngineOptions(func(o *api.Options) { o.Workers = 0 }))
+	w.Register(func(e *api.Engine) error {
+		return api.Handle(e, "tick", func(ctx context.Context, d *api.Delivery, in msg) error { return nil })
+	})
+	id := w.Enqueue("tick", msg{})
+	w.Advance(time.Second)
+	turns := 0
+	for _, s := range w.Trace() {
+		if s.What == "turn attempt/"+id+"/1" {
+			turns++
+		}
+	}
+	if err := w.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	if turns != 1 {
+		t.Fatalf("%d turns of %s's first attempt in the trace, want 1", turns, id)
+	}
+}

@@ -663,7 +663,7 @@ func (w *World) options() (o api.Options, replaced []string) {
 	// and settle in whatever order the Go scheduler gives them: each
 	// first waits for a turn of its own, as on-deadline handlers do.
 	epoch := w.epoch
-	turns := o.Workers > 1
+	turns := o.Workers != 1 // zero is the engine's default, 16
 	noted := api.MiddlewareFuncs{Label: "sim", BeforeFunc: func(ctx context.Context, d *api.Delivery) error {
 		if turns {
 			w.turn(ctx, fmt.Sprintf("attempt/%s/%d", d.JobID(), d.Attempt()))
