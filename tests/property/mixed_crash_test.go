@@ -43,7 +43,6 @@ type mixedWorld struct {
 	unique  map[string]int    // job id -> unique payload, for the unique jobs
 	wfs     []string          // every workflow id a Dispatch returned
 	idem    map[string]string // idempotency key -> the id its first dispatch returned
-	queues  []string
 	enqueue int
 
 	mu    sync.Mutex
