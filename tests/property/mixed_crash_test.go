@@ -380,8 +380,9 @@ func (m *mixedWorld) allJobs() []string {
 
 // checkUnique: at most one pending or processing job per unique key
 // (JB-5), across crashes and restarts. A buried job that was requeued is
-// left out: if another job took its key meanwhile, the requeued one no
-// longer takes part in deduplication (replay's KindJobRequeued).
+// left out: if another job took its key meanwhile, the requeued one is
+// live beside it, waiting in line for the key (JB-7, job_requeued's
+// keep_key); replay's and api's TestJB5_JB7_* tests pin the line.
 func (m *mixedWorld) checkUnique() {
 	requeued := map[string]bool{}
 	for _, r := range m.w.Records() {
