@@ -17,8 +17,8 @@ import (
 	"github.com/quire-dev/quire/sim"
 )
 
-// misuseChildEnv names the scenario TestMisuseChild runs, in the test
-// binary TestMisuseReported re-executes.
+// misuseChildEnv names the scenario TestMisuseReported runs as its own
+// child, in the test binary it re-executes.
 const misuseChildEnv = "QUIRE_SIM_MISUSE_CHILD"
 
 // assertInHandler is a scenario whose handler "a" runs assert on the
@@ -111,14 +111,10 @@ var misuseTests = map[string]func(t *testing.T){
 	},
 }
 
-// TestMisuseChild runs the test of misuseTests, or the scenario of
-// misuseScenarios under sim.Run, that $QUIRE_SIM_MISUSE_CHILD names. It
-// runs only as TestMisuseReported's child.
-func TestMisuseChild(t *testing.T) {
-	mode := os.Getenv(misuseChildEnv)
-	if mode == "" {
-		t.Skip("run by TestMisuseReported")
-	}
+// misuseChild runs the test of misuseTests, or the scenario of
+// misuseScenarios under sim.Run, that mode names: TestMisuseReported's
+// child.
+func misuseChild(t *testing.T, mode string) {
 	if test, ok := misuseTests[mode]; ok {
 		test(t)
 		return
@@ -144,6 +140,10 @@ func TestMisuseChild(t *testing.T) {
 // own -test.timeout only bounds a hang of a broken harness; nothing here
 // depends on real time.
 func TestMisuseReported(t *testing.T) {
+	if mode := os.Getenv(misuseChildEnv); mode != "" {
+		misuseChild(t, mode) // the child: fails as the case expects
+		return
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -166,11 +166,11 @@ func TestMisuseReported(t *testing.T) {
 		{"run-seeds-env-zero", []string{`QUIRE_SEEDS="0": want a positive integer`}, true},
 		{"short-runs-a-seed", []string{"Enqueue after Finish"}, false},
 	}
-	failed := regexp.MustCompile(`--- FAIL: TestMisuseChild/(seed=0x[0-9a-f]+)`)
+	failed := regexp.MustCompile(`--- FAIL: TestMisuseReported/(seed=0x[0-9a-f]+)`)
 	for _, c := range cases {
 		t.Run(c.mode, func(t *testing.T) {
 			t.Parallel()
-			cmd := exec.Command(exe, "-test.run=^TestMisuseChild$", "-test.count=1", "-test.timeout=5m")
+			cmd := exec.Command(exe, "-test.run=^TestMisuseReported$", "-test.count=1", "-test.timeout=5m")
 			cmd.Env = append(os.Environ(), misuseChildEnv+"="+c.mode, "QUIRE_SIM_OUT="+t.TempDir(), "QUIRE_SEED=", "QUIRE_SEEDS=")
 			b, err := cmd.CombinedOutput()
 			text := string(b)
@@ -181,7 +181,7 @@ func TestMisuseReported(t *testing.T) {
 			if c.noSeed {
 				want = 0
 			}
-			if fails := failed.FindAllStringSubmatch(text, -1); len(fails) != want || !strings.Contains(text, "--- FAIL: TestMisuseChild") {
+			if fails := failed.FindAllStringSubmatch(text, -1); len(fails) != want || !strings.Contains(text, "--- FAIL: TestMisuseReported") {
 				t.Fatalf("failed seeds %q, want %d:\n%s", fails, want, text)
 			}
 			for _, s := range c.want {

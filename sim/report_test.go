@@ -17,24 +17,14 @@ import (
 	"github.com/quire-dev/quire/sim"
 )
 
-// reportChildEnv names the way TestReportChild fails, in the test binary
-// TestFailureReport re-executes.
+// reportChildEnv names the way TestFailureReport (and
+// TestFailureReportTwoTestsOneSeed) fails as its own child, in the test
+// binary it re-executes.
 const reportChildEnv = "QUIRE_SIM_REPORT_CHILD"
 
-// TestReportChild fails every seed of a sim.Run the way $QUIRE_SIM_REPORT_CHILD
-// says, after a crash and an enqueue the crash image does not hold. It
-// runs only as TestFailureReport's child.
-func TestReportChild(t *testing.T) { reportChild(t) }
-
-// TestReportChildTwin is TestReportChild under another name: two tests
-// failing on the same seed must keep their journal images apart.
-func TestReportChildTwin(t *testing.T) { reportChild(t) }
-
-func reportChild(t *testing.T) {
-	mode := os.Getenv(reportChildEnv)
-	if mode == "" {
-		t.Skip("run by TestFailureReport")
-	}
+// reportChild fails every seed of a sim.Run the way mode says, after a
+// crash and an enqueue the crash image does not hold.
+func reportChild(t *testing.T, mode string) {
 	sim.Run(t, 3, func(w *sim.World) {
 		if mode == "before-open" {
 			w.T().Fatalf("deliberate failure before the first step")
@@ -63,7 +53,7 @@ func reportChild(t *testing.T) {
 	})
 }
 
-// TestFailureReport runs TestReportChild in a child process for each way
+// TestFailureReport runs itself in a child process for each way
 // a scenario can fail (the documented w.T(), the outer t, the world
 // itself) and checks what the user gets: the failure charged to the first
 // seed only (Run stops there), the rerun command, and journal images at
@@ -71,18 +61,22 @@ func reportChild(t *testing.T) {
 // enqueue the last crash image lacks. A failure before the engine opened
 // claims no image.
 func TestFailureReport(t *testing.T) {
+	if mode := os.Getenv(reportChildEnv); mode != "" {
+		reportChild(t, mode) // the child: fails as mode says
+		return
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	seed := strconv.FormatUint(sim.Seeds(t, 3)[0], 16) // the child's first seed: same environment
-	failed := regexp.MustCompile(`--- FAIL: TestReportChild/(seed=0x[0-9a-f]+)`)
+	failed := regexp.MustCompile(`--- FAIL: TestFailureReport/(seed=0x[0-9a-f]+)`)
 	current := regexp.MustCompile(`journal image at step \d+: qctl inspect (.+)`)
 	crashed := regexp.MustCompile(`journal image of the last crash \(step \d+\): qctl inspect (.+)`)
 	for _, mode := range []string{"T.Fatalf", "T.Errorf", "outer.Fatalf", "outer.Errorf", "world", "before-open"} {
 		t.Run(mode, func(t *testing.T) {
 			out := t.TempDir()
-			cmd := exec.Command(exe, "-test.run=^TestReportChild$", "-test.count=1")
+			cmd := exec.Command(exe, "-test.run=^TestFailureReport$", "-test.count=1")
 			cmd.Env = append(os.Environ(), reportChildEnv+"="+mode, "QUIRE_SIM_OUT="+out)
 			b, err := cmd.CombinedOutput()
 			text := string(b)
@@ -94,7 +88,7 @@ func TestFailureReport(t *testing.T) {
 				t.Fatalf("failed subtests %q, want only %s:\n%s", fails, want, text)
 			}
 			dir, _ := os.Getwd()
-			rerun := "rerun: cd " + dir + " && QUIRE_SEED=0x" + seed + " go test -run '^TestReportChild$/^seed=0x" + seed + "$' ."
+			rerun := "rerun: cd " + dir + " && QUIRE_SEED=0x" + seed + " go test -run '^TestFailureReport$/^seed=0x" + seed + "$' ."
 			if !strings.Contains(text, rerun) {
 				t.Fatalf("no %q in:\n%s", rerun, text)
 			}
@@ -132,16 +126,20 @@ func TestFailureReport(t *testing.T) {
 }
 
 // TestFailureReportTwoTestsOneSeed runs two tests that fail on the same
-// seed in one child process: each keeps its journal images in a
+// seed (TestFailureReport and itself, as children) in one child process: each keeps its journal images in a
 // directory of its own, named after the test, so that the second does
 // not overwrite the first's evidence (doc.go, "Reproduction").
 func TestFailureReportTwoTestsOneSeed(t *testing.T) {
+	if mode := os.Getenv(reportChildEnv); mode != "" {
+		reportChild(t, mode) // the second of the child's two tests
+		return
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := t.TempDir()
-	cmd := exec.Command(exe, "-test.run=^(TestReportChild|TestReportChildTwin)$", "-test.count=1")
+	cmd := exec.Command(exe, "-test.run=^(TestFailureReport|TestFailureReportTwoTestsOneSeed)$", "-test.count=1")
 	cmd.Env = append(os.Environ(), reportChildEnv+"=T.Fatalf", "QUIRE_SIM_OUT="+out)
 	b, err := cmd.CombinedOutput()
 	text := string(b)
@@ -156,7 +154,7 @@ func TestFailureReportTwoTestsOneSeed(t *testing.T) {
 	if len(dirs) != 2 || dirs[0] == dirs[1] {
 		t.Fatalf("images %q, want two distinct directories:\n%s", dirs, text)
 	}
-	for i, name := range []string{"TestReportChild_seed", "TestReportChildTwin_seed"} {
+	for i, name := range []string{"TestFailureReport_seed", "TestFailureReportTwoTestsOneSeed_seed"} {
 		if !strings.Contains(dirs[i], name) {
 			t.Fatalf("image %s is not named after its test (%s)", dirs[i], name)
 		}
@@ -184,19 +182,14 @@ func countRecords(t *testing.T, dir string) int {
 	return n
 }
 
-// reportCheckChildEnv names the way TestReportCheckChild fails, in the
-// test binary TestFailureReportCheckRun re-executes.
+// reportCheckChildEnv names the way TestFailureReportCheckRun fails as
+// its own child, in the test binary it re-executes.
 const reportCheckChildEnv = "QUIRE_SIM_REPORT_CHECK_CHILD"
 
-// TestReportCheckChild runs a sim.Check whose scenario fails on the first
+// reportCheckChild runs a sim.Check whose scenario fails on the first
 // run of its seed ("always") or, through a counter it shares between the
-// runs, only on the second ("shared"). It runs only as
-// TestFailureReportCheckRun's child.
-func TestReportCheckChild(t *testing.T) {
-	mode := os.Getenv(reportCheckChildEnv)
-	if mode == "" {
-		t.Skip("run by TestFailureReportCheckRun")
-	}
+// runs, only on the second ("shared").
+func reportCheckChild(t *testing.T, mode string) {
 	runs := 0 // the scenario's bug: shared between the runs of a seed
 	sim.Check(t, 1, func(w *sim.World) {
 		runs++
@@ -216,13 +209,17 @@ func TestReportCheckChild(t *testing.T) {
 // first run says nothing of the kind. Without it, a failure in run 2
 // looked like any failure of the seed, whose first run the user saw pass.
 func TestFailureReportCheckRun(t *testing.T) {
+	if mode := os.Getenv(reportCheckChildEnv); mode != "" {
+		reportCheckChild(t, mode) // the child: fails as mode says
+		return
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mode := range []string{"always", "shared"} {
 		t.Run(mode, func(t *testing.T) {
-			cmd := exec.Command(exe, "-test.run=^TestReportCheckChild$", "-test.count=1")
+			cmd := exec.Command(exe, "-test.run=^TestFailureReportCheckRun$", "-test.count=1")
 			cmd.Env = append(os.Environ(), reportCheckChildEnv+"="+mode, "QUIRE_SIM_OUT="+t.TempDir())
 			b, err := cmd.CombinedOutput()
 			text := string(b)

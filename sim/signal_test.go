@@ -13,20 +13,31 @@ import (
 	"github.com/quire-dev/quire/sim"
 )
 
-// signalChildEnv makes TestSignalNotifyChild run, in the test binary
-// TestStepModeAfterSignalNotify re-executes.
+// signalChildEnv makes TestStepModeAfterSignalNotify run as its own
+// child, in the test binary it re-executes.
 const signalChildEnv = "QUIRE_SIM_SIGNAL_CHILD"
 
-// TestSignalNotifyChild calls signal.Notify, as Engine.Run or an
+// TestStepModeAfterSignalNotify checks that a world finds its quiescent
+// points in step mode in a process where signal.Notify was called: the
+// receiver goroutine os/signal then leaves in a system call waits for an
+// OS signal, outside input, and does not hold back the world. It used to
+// count as work, so every such world failed through the watchdog after
+// 60 s of real time; the child is given 45 s. The world runs in a child
+// process so that the receiver stays out of this one.
+func TestStepModeAfterSignalNotify(t *testing.T) {
+	if os.Getenv(signalChildEnv) != "" {
+		signalNotifyChild(t)
+		return
+	}
+	runChild(t, []string{signalChildEnv + "=1", "QUIRE_SIM_OUT=" + t.TempDir()}, "-test.run=^TestStepModeAfterSignalNotify$", "-test.v")
+}
+
+// signalNotifyChild calls signal.Notify, as Engine.Run or an
 // application's own code in the same test binary does, which leaves
 // os/signal's receiver goroutine in a system call for the rest of the
 // process, then runs a world in step mode: a handler parked in Take and
-// the shutdown of Finish. It runs only as TestStepModeAfterSignalNotify's
-// child, so that the receiver stays out of this process.
-func TestSignalNotifyChild(t *testing.T) {
-	if os.Getenv(signalChildEnv) == "" {
-		t.Skip("run by TestStepModeAfterSignalNotify")
-	}
+// the shutdown of Finish.
+func signalNotifyChild(t *testing.T) {
 	c := make(chan os.Signal, 1)
 	signal.Notify(c, os.Interrupt)
 	signal.Stop(c) // the receiver goroutine stays all the same
@@ -39,16 +50,6 @@ func TestSignalNotifyChild(t *testing.T) {
 	if j := w.Job(id); j.Status != api.JobCompleted {
 		t.Fatalf("job %s, want completed", j.Status)
 	}
-}
-
-// TestStepModeAfterSignalNotify checks that a world finds its quiescent
-// points in step mode in a process where signal.Notify was called: the
-// receiver goroutine os/signal then leaves in a system call waits for an
-// OS signal, outside input, and does not hold back the world. It used to
-// count as work, so every such world failed through the watchdog after
-// 60 s of real time; the child is given 45 s.
-func TestStepModeAfterSignalNotify(t *testing.T) {
-	runChild(t, []string{signalChildEnv + "=1", "QUIRE_SIM_OUT=" + t.TempDir()}, "-test.run=^TestSignalNotifyChild$", "-test.v")
 }
 
 // runChild runs this test binary once more, with env added to this
