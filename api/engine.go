@@ -152,7 +152,10 @@ type Engine struct {
 	// (an already-ended ctx before any initiation).
 	crashed bool
 
-	coord      *shutdown.Coordinator
+	coord *shutdown.Coordinator
+	// signals counts the signals Run's listener received (SD-20); only
+	// that goroutine touches it.
+	signals    int
 	runStarted bool // run_started is acknowledged (set once, in Open)
 	counts     settleCounts
 	initiated  atomic.Bool // the engine installed a shutdown root
@@ -738,7 +741,9 @@ func (e *Engine) dispatch(ctx context.Context) error {
 // Run starts the engine and blocks until its shutdown is over (SD-20):
 // the first SIGINT or SIGTERM, or the end of ctx, initiates a graceful
 // shutdown within ShutdownTimeout; the first SIGQUIT initiates and forces;
-// any later signal forces. It returns the shutdown's result, an error
+// any later signal forces. Signals are counted on their own: a first
+// SIGINT after ctx ended (one Ctrl-C seen both through a
+// signal.NotifyContext ctx and by Run) does not force. It returns the shutdown's result, an error
 // matching ErrFailStop if the engine failed: the process should then exit
 // and restart, which replays the journal.
 func (e *Engine) Run(ctx context.Context) error {
@@ -806,13 +811,20 @@ func (e *Engine) Run(ctx context.Context) error {
 }
 
 // signal acts on one signal Run's listener received (SD-20): the first
-// SIGINT or SIGTERM initiates a graceful shutdown, a first SIGQUIT
+// SIGINT or SIGTERM requests a graceful shutdown, a first SIGQUIT
 // initiates and forces, and any signal after the first requests force. It
 // reports whether force was requested by a later signal: the listener
-// then stops and the default handling applies again.
+// then stops and the default handling applies again. "First" counts
+// signals, not initiations: a first SIGTERM after Run's context ended (or
+// after Shutdown) is a graceful request that finds the shutdown already
+// running, not a force, so the one Ctrl-C that both cancels a
+// signal.NotifyContext context and reaches this listener cannot force,
+// whichever of the two Run sees first.
 func (e *Engine) signal(s os.Signal) (stop bool) {
 	t := signalTrigger(s)
-	if e.coord.Initiate(t) {
+	e.signals++
+	if e.signals == 1 {
+		e.coord.Initiate(t) // a first SIGQUIT forces even a running shutdown
 		return false
 	}
 	e.coord.Force(t)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -249,6 +250,50 @@ func TestSD10_SecondSignalAtFiveThroughTheEngine(t *testing.T) {
 		return o != nil && o.Code == api.CodeSettlementRevoked
 	}) >= 0 {
 		t.Fatal("DL-41: a token settled before the owner cutoff was revoked")
+	}
+}
+
+// TestSD20_FirstSignalAfterContextCancelIsGraceful: Run's context ends
+// first and initiates the shutdown, then the listener gets its first
+// SIGTERM (the order a signal.NotifyContext context and Run's own
+// listener can see one Ctrl-C in). The first signal is a graceful
+// request that finds the shutdown running: it forces nothing and the
+// listener keeps listening; only the second signal forces, with its own
+// trigger. The listener used to count initiations, so this first SIGTERM
+// forced the shutdown.
+func TestSD20_FirstSignalAfterContextCancelIsGraceful(t *testing.T) {
+	b := setup(t, nil)
+	started, release := blocking(t, b.eng)
+	b.enqueue("block", msg{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	runErr := make(chan error, 1)
+	go func() { runErr <- b.eng.Run(ctx) }()
+	<-started
+	cancel()
+	awaitInitiated(b.eng)
+	if api.Signal(b.eng, syscall.SIGTERM) {
+		t.Fatal("SD-20: the first SIGTERM stopped the listener")
+	}
+	if !api.Signal(b.eng, syscall.SIGTERM) {
+		t.Fatal("SD-20: the second SIGTERM did not stop the listener")
+	}
+	close(release)
+	if err := <-runErr; err != nil {
+		t.Logf("Run = %v", err) // forced: not a success
+	}
+	b.open()
+	var triggers []string
+	for _, r := range b.records() {
+		switch body := r.Body.(type) {
+		case *record.ShutdownInitiated:
+			triggers = append(triggers, "initiated:"+body.Trigger)
+		case *record.ShutdownForceRequested:
+			triggers = append(triggers, "force:"+body.Trigger)
+		}
+	}
+	if want := []string{"initiated:context", "force:sigterm"}; !slices.Equal(triggers, want) {
+		t.Fatalf("SD-20: shutdown triggers %q, want %q", triggers, want)
 	}
 }
 
