@@ -297,6 +297,50 @@ func TestSD20_FirstSignalAfterContextCancelIsGraceful(t *testing.T) {
 	}
 }
 
+// TestSD22_ForceDuringACloseIsJournaledAtOnce: force requested at 5
+// while phase 5 waits for an owned resource's close appends
+// shutdown_force_requested at 5, while the close still runs, and only
+// then does the phase go on (SD-22, SD-10). It used to wait for the
+// phase's next record, the close's end, so the journal (and qctl
+// shutdowns) dated the force at 6 and showed the close ending under force
+// before any force was recorded.
+func TestSD22_ForceDuringACloseIsJournaledAtOnce(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	b := setup(t, func(o *api.Options) {
+		o.ShutdownTimeout = 30 * time.Second
+		o.OwnedResources = []api.OwnedResource{{Name: "db", CloseFunc: func(ctx context.Context) error {
+			close(entered)
+			<-release
+			return nil
+		}}}
+	})
+	endOnFailure(b)
+	b.start()
+	res := make(chan error, 1)
+	go func() { res <- b.eng.Shutdown(context.Background()) }()
+	<-entered
+	b.moveTo(t0, 5*time.Second)
+	if err := b.eng.Force(); err != nil {
+		t.Fatal(err)
+	}
+	forced := b.awaitRecord("shutdown_force_requested", func(r journalRecord) bool {
+		_, ok := r.Body.(*record.ShutdownForceRequested)
+		return ok
+	})
+	wantAppendedAt(t, "force requested", forced, 5*time.Second)
+	b.noRecord("phase 5 finished while its close runs", phaseFinished("release_resources"))
+	b.moveTo(t0, 6*time.Second)
+	close(release)
+	if err := <-res; err != nil {
+		t.Logf("Shutdown = %v", err) // forced: not a success
+	}
+	b.open()
+	recs := b.records()
+	if f, p := indexOf(recs, func(r journalRecord) bool { return r.Seq == forced.Seq }), indexOf(recs, phaseFinished("release_resources")); f < 0 || p < f {
+		t.Fatalf("SD-22: force record at %d, phase 5 finished at %d", f, p)
+	}
+}
+
 // TestDL41_SD24_CoordinatorReleasesAtTheOwnerCutoff: force at 5; the
 // handler returns within its cooperative window but its attempt scope's
 // close hangs. Its owner's authority ends at the owner cutoff 6: the

@@ -445,7 +445,8 @@ func (c *Coordinator) noteAppend(cl *call) {
 }
 
 // noteForce records shutdown_force_requested once, the first time the
-// coordinator sees force, before the phase record it is about to write.
+// coordinator sees force: while it waits for an action's call
+// (awaitCall), or else before the phase record it is about to write.
 func (c *Coordinator) noteForce() {
 	if c.forceSeen {
 		return

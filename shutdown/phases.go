@@ -161,13 +161,13 @@ func (c *Coordinator) forceDrain(e time.Time) Outcome {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	cl := c.start(ctx, c.eng.AwaitJoin)
-	if !c.await(cl.done, abort) {
+	if !c.awaitCall(cl.done, abort) {
 		if !revoke() {
 			cancel(errPanicked)
 			<-cl.done
 			return OutcomePanicked
 		}
-		if !c.await(cl.done, end) {
+		if !c.awaitCall(cl.done, end) {
 			cancel(errForceDeadline)
 			<-cl.done
 		}

@@ -82,7 +82,26 @@ func (cl *call) returned() bool {
 // (SD-5) and force ends a graceful wait at once. It reports whether done
 // was closed; a done closed by the time the deadline is observed counts.
 func (c *Coordinator) await(done <-chan struct{}, end func(view) time.Time) bool {
+	return c.wait(done, end, false)
+}
+
+// awaitCall is await for a call of a phase's action (a close, a join):
+// force requested before or while it runs is journaled as soon as the
+// coordinator sees it, before the call's path switches (SD-22, SD-10:
+// "appends shutdown_force_requested and switches the current and
+// remaining actions to their force paths"), not at the phase's next
+// record, which may come as late as Hr. Waits for the coordinator's own
+// appends use await: a record appended while another is in flight could
+// overtake it.
+func (c *Coordinator) awaitCall(done <-chan struct{}, end func(view) time.Time) bool {
+	return c.wait(done, end, true)
+}
+
+func (c *Coordinator) wait(done <-chan struct{}, end func(view) time.Time, noteForce bool) bool {
 	for {
+		if noteForce {
+			c.noteForce()
+		}
 		v := c.view()
 		target := end(v)
 		now := c.clk.Now()
@@ -226,7 +245,7 @@ func (c *Coordinator) runAction(fns []func(context.Context) error, join bool, sh
 		r.started = true
 		if !forcing {
 			gracefulEnd := func(v view) time.Time { return share.cap(v, v.gracefulEnd()) }
-			returned := c.await(cl.done, gracefulEnd)
+			returned := c.awaitCall(cl.done, gracefulEnd)
 			v := c.view()
 			if returned && cl.at.Before(gracefulEnd(v)) {
 				r.set(cl)
@@ -239,7 +258,7 @@ func (c *Coordinator) runAction(fns []func(context.Context) error, join bool, sh
 				enterForce(v.interruption(), v.gracefulEnd())
 			}
 		}
-		returned := c.await(cl.done, forceEnd)
+		returned := c.awaitCall(cl.done, forceEnd)
 		if !returned {
 			cause := errForceDeadline
 			if share.endsBy(c.view(), c.view().root.ForceDeadline(e)) {
