@@ -1063,6 +1063,43 @@ func TestWD12_DelayLongerThanTheDeadlineAlwaysFails(t *testing.T) {
 	}
 }
 
+// TestWD13_RetryAfterAStepBoundaryExpiryRunsANewJob: the Then step's job
+// succeeds past the deadline, which fails the workflow at the step
+// boundary and discards the output (WD-7). Retry re-enters the step with a
+// new job (WF-18, WD-13), and WD-7 fails the workflow again when that job
+// completes, past the deadline still. The retry used to reuse the
+// discarded output and expire the workflow in its own append, without a
+// job; so did a retry after a check expiry whose running attempt
+// succeeded late (WD-9).
+func TestWD13_RetryAfterAStepBoundaryExpiryRunsANewJob(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		check time.Duration // DeadlineCheckInterval
+	}{{"step boundary", wdNever}, {"check, then a late success", time.Minute}} {
+		t.Run(c.name, func(t *testing.T) {
+			b := setup(t, func(o *api.Options) { o.DeadlineCheckInterval = c.check; o.DeliveryTimeout = wdSlow })
+			g := newGate()
+			wfRegister(t, b.eng, api.NewWorkflow("dl").Then("a", g.step(api.State{"out": 1}, nil)).MustCompleteWithin(time.Minute))
+			id := wdPastDeadline(b, g, "dl")
+			wdFailedByDeadline(b, id)
+			if err := b.eng.RetryWorkflow(b.ctx, id); err != nil {
+				t.Fatal(err)
+			}
+			b.idle()
+			names := wfStream(b.records(), id)
+			if !wfHasRun(names, "workflow_retried", "job_enqueued") || len(g.started) != 1 {
+				t.Fatalf("WF-18: after the retry %v, %d new runs of the step, want a new job", names, len(g.started))
+			}
+			wdFailedByDeadline(b, id)
+			xs := wdExpiries(t, b.records(), id)
+			if len(xs) != 2 || xs[1].DetectedBy != "step_boundary" {
+				t.Fatalf("WD-7: expiries %+v, want the new job's completion to expire it again", xs)
+			}
+			b.checkReplay()
+		})
+	}
+}
+
 func TestWD13_RetryAfterExpiryKeepsDeadlineAndExpiresAgain(t *testing.T) {
 	b := setup(t, nil)
 	spy := newSpy()

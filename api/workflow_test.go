@@ -1568,6 +1568,41 @@ func TestWF18_RetryDoesNotRerunABranchThatSucceededAfterTheFailure(t *testing.T)
 	b.checkReplay()
 }
 
+// TestWF18_RetryOfAThenStepRunsANewJob: a Then step's job succeeds with an
+// output that takes the state past its limit, which fails the workflow.
+// Retry re-enters the step with a new job (WF-18: "Then → a new job"),
+// whose smaller output completes it. The retry used to reuse the kept
+// output of the first job, so every retry failed again in its own append
+// without calling the handler.
+func TestWF18_RetryOfAThenStepRunsANewJob(t *testing.T) {
+	b := setup(t, nil)
+	var calls atomic.Int32
+	wfRegister(t, b.eng, api.NewWorkflow("grow").Then("a", func(ctx context.Context, d *api.Delivery, st api.State) (api.State, error) {
+		if calls.Add(1) == 1 {
+			return api.State{"b": strings.Repeat("x", 300<<10)}, nil
+		}
+		return api.State{"b": "small"}, nil
+	}))
+	b.start()
+	id := wfDispatch(b, "grow", api.State{"a": strings.Repeat("s", 300<<10)})
+	b.idle()
+	if info := wfWant(b, id, api.WorkflowFailed); !strings.Contains(info.Error, "workflow state would be") {
+		t.Fatalf("failed with %q, want the state limit", info.Error)
+	}
+	if err := b.eng.RetryWorkflow(b.ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	b.idle()
+	names := wfStream(b.records(), id)
+	if !wfHasRun(names, "workflow_retried", "job_enqueued") || calls.Load() != 2 {
+		t.Fatalf("WF-18: after the retry %v, handler called %d times, want a new job", names, calls.Load())
+	}
+	if info := wfWant(b, id, api.WorkflowCompleted); wfState(info.State) != "map[a:"+strings.Repeat("s", 300<<10)+" b:small]" {
+		t.Fatalf("WF-18: state after the new job is not its output merged")
+	}
+	b.checkReplay()
+}
+
 func TestWF18_RetryOfDelayStartsANewDelayFromNow(t *testing.T) {
 	b := setup(t, nil)
 	// A Delay step fails only through the deadline; its retry starts a new

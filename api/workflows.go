@@ -328,10 +328,12 @@ func (e *Engine) CancelWorkflow(ctx context.Context, id string) error {
 }
 
 // RetryWorkflow retries a failed workflow: its current step is re-entered
-// with fresh attempts; deadline_at is unchanged (WF-18, WD-13). A Parallel
-// step runs again only the branches that have not succeeded, counting those
-// that succeeded after the failure; their outputs are merged when the step
-// completes. A workflow that is not failed is refused with an error
+// with fresh attempts; deadline_at is unchanged (WD-13). A Then step runs
+// a new job, also when its job succeeded (the success failed or expired
+// the workflow, or came after the failure: its output is discarded). A
+// Parallel step runs again only the branches that have not succeeded,
+// counting those that succeeded after the failure; their outputs are
+// merged when the step completes (WF-18). A workflow that is not failed is refused with an error
 // matching [ErrState]. An ended ctx returns its error and appends nothing
 // (see [Engine]). Once a shutdown has begun it is refused with
 // [ErrShuttingDown] (SD-12).

@@ -350,10 +350,13 @@ func applyWorkflow(s *State, r record.Record) (bool, error) {
 		w.Status = WorkflowRunning
 		w.Error = ""
 		w.FailedAt = 0
-		// Parallel branches that succeeded keep their outputs (WF-18).
+		// Parallel branches that succeeded keep their outputs (WF-18); a
+		// Then step's kept output is dropped: the retry runs a new job.
 		branches := w.Branches
 		w.clearProgress()
-		w.Branches = branches
+		if !b.DropOutputs {
+			w.Branches = branches
+		}
 	case *record.WorkflowDeadlineExceeded:
 		w, err := workflow(s, b.WorkflowID)
 		if err != nil {

@@ -229,6 +229,32 @@ func TestWF18_RetryKeepsSucceededBranches(t *testing.T) {
 	checkInvariants(t, b.s)
 }
 
+// WF-18: a workflow_retried with drop_outputs (a Then step's retry)
+// drops the output kept for the step, so the retry's new job is the
+// step's only branch; one without it, as older builds wrote for every
+// retry, keeps it.
+func TestWF18_RetryDropsAThenStepsKeptOutput(t *testing.T) {
+	t.Parallel()
+	for _, drop := range []bool{true, false} {
+		b := setup(t)
+		w := b.startWorkflow("wf_1", 2)
+		b.enqueueStep("job_a", "wf_1", 0, 0)
+		b.start("job_a")
+		// The check expires the workflow while job_a runs (WD-9); its late
+		// success is kept for the step, not merged.
+		b.add("wf_1", &record.WorkflowFailed{WorkflowID: "wf_1", Step: 0, Error: "Deadline exceeded", At: at(time.Second)})
+		b.succeedWith("job_a", encodeState(t, map[string]any{"late": true}))
+		if len(w.Branches) != 1 {
+			t.Fatalf("branches while failed: %+v", w.Branches)
+		}
+		b.add("wf_1", &record.WorkflowRetried{WorkflowID: "wf_1", DropOutputs: drop})
+		if want := map[bool]int{true: 0, false: 1}[drop]; w.Status != WorkflowRunning || len(w.Branches) != want {
+			t.Fatalf("drop_outputs %t: after the retry %s with branches %+v, want %d", drop, w.Status, w.Branches, want)
+		}
+		checkInvariants(t, b.s)
+	}
+}
+
 // WF-20: an attempt of an earlier step that settles after its workflow
 // moved on changes nothing in the current step.
 func TestWF20_LateResultOfAnEarlierStepIsDiscarded(t *testing.T) {

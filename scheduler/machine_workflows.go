@@ -1444,7 +1444,15 @@ func (m *Machine) RetryWorkflow(now time.Time, id string) (Decision, error) {
 	if w.Status != replay.WorkflowFailed {
 		return d, fmt.Errorf("%w: workflow %s is %s, only a failed workflow can be retried", ErrState, id, w.Status)
 	}
-	m.emit(&d, w.ID, &record.WorkflowRetried{WorkflowID: w.ID})
+	// A Then step's kept output is the success that failed or expired the
+	// workflow, or one that came after the failure: WF-18 runs a new job
+	// (WD-7, WD-9: that output is discarded). Only Parallel keeps the
+	// outputs of branches that succeeded.
+	drop := false
+	if def := m.defOf(w); def != nil && int(w.Step) < len(def.Steps) && len(w.Branches) > 0 {
+		drop = def.Steps[w.Step].Kind == StepThen
+	}
+	m.emit(&d, w.ID, &record.WorkflowRetried{WorkflowID: w.ID, DropOutputs: drop})
 	m.enter(&d, now, w)
 	return d, nil
 }

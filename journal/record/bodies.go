@@ -174,6 +174,14 @@ type JobRequeued struct {
 	KeepKey bool `msgpack:"keep_key,omitempty"`
 }
 
+// envelopeVersion: keep_key is new in envelope version 2.
+func (b *JobRequeued) envelopeVersion() uint8 {
+	if b.KeepKey {
+		return 2
+	}
+	return 1
+}
+
 // QueuePaused pauses a queue (JB-8).
 type QueuePaused struct {
 	Queue string `msgpack:"queue"`
@@ -308,6 +316,21 @@ func (b *WorkflowCancelled) envelopeVersion() uint8 {
 // WorkflowRetried retries a failed workflow (WF-18).
 type WorkflowRetried struct {
 	WorkflowID string `msgpack:"workflow_id"`
+	// DropOutputs, set when the current step is a Then step, discards the
+	// outputs kept for the step: its job's success did not complete the
+	// step (it failed or expired the workflow, or came after the failure),
+	// and the retry runs a new job. Without it, as in records written
+	// before it existed, the kept outputs stay, which is what a Parallel
+	// step's branches need.
+	DropOutputs bool `msgpack:"drop_outputs,omitempty"`
+}
+
+// envelopeVersion: drop_outputs is new in envelope version 2.
+func (b *WorkflowRetried) envelopeVersion() uint8 {
+	if b.DropOutputs {
+		return 2
+	}
+	return 1
 }
 
 // WorkflowDeadlineExceeded follows the workflow_failed of an expiry (WD-8).

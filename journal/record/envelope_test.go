@@ -382,6 +382,10 @@ func TestEnvelopeVersionFollowsTheBody(t *testing.T) {
 		{"workflow_completed archiving buried jobs", &WorkflowCompleted{WorkflowID: "wf_1", ArchiveBuried: true}, 2},
 		{"workflow_cancelled", &WorkflowCancelled{WorkflowID: "wf_1"}, 1},
 		{"workflow_cancelled archiving buried jobs", &WorkflowCancelled{WorkflowID: "wf_1", ArchiveBuried: true}, 2},
+		{"job_requeued", &JobRequeued{JobID: "job_1", AvailableAt: 5}, 1},
+		{"job_requeued keeping its key", &JobRequeued{JobID: "job_1", AvailableAt: 5, KeepKey: true}, 2},
+		{"workflow_retried", &WorkflowRetried{WorkflowID: "wf_1"}, 1},
+		{"workflow_retried dropping outputs", &WorkflowRetried{WorkflowID: "wf_1", DropOutputs: true}, 2},
 	} {
 		val, _ := AppendEnvelope(nil, 1, 0, 1, mustPrepare(t, Record{Stream: "wf_1", Body: c.body}))
 		if val[2] != c.want {

@@ -111,7 +111,7 @@ func genBody(t *rapid.T, k Kind) Body {
 	case KindWorkflowCancelled:
 		return &WorkflowCancelled{WorkflowID: str("workflow_id"), ArchiveBuried: flag("archive_buried")}
 	case KindWorkflowRetried:
-		return &WorkflowRetried{WorkflowID: str("workflow_id")}
+		return &WorkflowRetried{WorkflowID: str("workflow_id"), DropOutputs: flag("drop_outputs")}
 	case KindWorkflowDeadlineExceeded:
 		return &WorkflowDeadlineExceeded{
 			WorkflowID: str("workflow_id"), DeadlineAt: i64("deadline_at"), DetectedAt: i64("detected_at"),
