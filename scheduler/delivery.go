@@ -279,7 +279,7 @@ type Attempt struct {
 
 	clk clock.Clock
 
-	c        atomic.Pointer[time.Time] // cooperative deadline, once a reason is recorded
+	c        atomic.Pointer[time.Time] // cooperative deadline: that of a delivery timeout, lowered when a reason is recorded
 	returned atomic.Bool
 	// retAt is the clock's instant the execution goroutine returned at,
 	// written before returned is set (Runner.execute).
@@ -331,7 +331,9 @@ func (a *Attempt) Scope() *Scope { return &a.scope }
 
 // Proceed reports whether the next pipeline stage may start: false once
 // the cooperative deadline C has passed or the owner abandoned the
-// execution (DL-20, DL-24).
+// execution (DL-20, DL-24). It reads the clock itself: before any reason
+// is recorded, C is the one a delivery timeout at P would give, so no
+// stage starts past it even while the loop has not yet acted on P.
 func (a *Attempt) Proceed() bool {
 	a.mu.Lock()
 	frozen := a.frozen

@@ -319,6 +319,12 @@ func (r *Runner) launch(st *Start, acked time.Time) bool {
 	b := deadlines.Budget{S: st.S, H: st.H, P: st.P}.CapRoot(r.root)
 	att := new(Attempt)
 	att.init(st, r.cfg.Clock, b.HandlerDeadline(r.root))
+	// The gate knows from the start the latest C can be: the C of a
+	// delivery timeout at P. Any reason comes at or before P with an owner
+	// cutoff at or before H, so its C is no later (DL-21, DL-22); the loop
+	// lowers it when it records one. Without it, a stage could start past
+	// C whenever the loop was late to act on P (DL-20, DL-24).
+	att.setC(deadlines.CooperativeDeadline(b.P, b.OwnerCutoff(deadlines.ReasonDeliveryTimeout, b.P, r.root), r.root))
 	a := r.newOwner()
 	a.att, a.budget, a.phase = att, b, phaseRunning
 	r.attempts[st.Token] = a

@@ -677,6 +677,38 @@ func TestDL20_ProceedEndsAtC(t *testing.T) {
 	}
 }
 
+// DL-20, DL-24: no stage starts past C even while the loop has not acted
+// on P. Over an inertClock the loop never wakes for P, so no reason is
+// recorded; the gate still ends at the C of a delivery timeout at P,
+// P + min((H − P)/4, 250 ms). It used to know C only from the loop, so a
+// late loop let the handler start long after C.
+func TestDL24_ProceedEndsAtCBeforeTheLoopActs(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	started := make(chan *Attempt, 1)
+	b := newRunnerBundle(t, func(ctx context.Context, a *Attempt) Result {
+		started <- a
+		<-release
+		return Result{}
+	}, func(c *RunnerConfig) { c.Clock = inertClock{c.Clock.(*clocktest.Clock)} })
+	if err := b.r.SetDispatch(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	a := <-started
+	c := a.P.Add(min(a.H.Sub(a.P)/4, 250*time.Millisecond))
+	b.clk.Set(c.Add(-1))
+	if !a.Proceed() {
+		t.Fatal("DL-20: Proceed before C = false")
+	}
+	b.clk.Set(c)
+	if _, _, ok := a.Signal().Reason(); ok {
+		t.Fatal("the loop acted on P: the test needs it not to")
+	}
+	if a.Proceed() {
+		t.Fatalf("DL-24: Proceed at C = %v with the loop not yet at P = true", c.Sub(a.S))
+	}
+}
+
 // DL-26, DL-27: once the owner has fixed the ledger, the abandoned
 // goroutine can neither enter another middleware nor change an exit.
 func TestDL26_FrozenLedgerIgnoresTheAbandonedGoroutine(t *testing.T) {
