@@ -312,8 +312,12 @@ func shutdownBody(ev shutdown.Event) record.Body {
 	case shutdown.PhaseStarted:
 		return &record.ShutdownPhaseStarted{Phase: int8(ev.Phase), Name: ev.Phase.String()}
 	case shutdown.PhaseFinished:
-		return &record.ShutdownPhaseFinished{Phase: int8(ev.Phase), Name: ev.Phase.String(),
+		b := &record.ShutdownPhaseFinished{Phase: int8(ev.Phase), Name: ev.Phase.String(),
 			Graceful: ev.Graceful.String(), Forced: ev.Forced.String()}
+		if ev.Phase == shutdown.PhasePublishReport {
+			b.Completion = ev.Completion.String() // SD-11: phase 6 records the report's completion
+		}
+		return b
 	case shutdown.ReportPublished:
 		return reportRecord(&ev.Report)
 	case shutdown.Diagnostic:

@@ -113,7 +113,7 @@ func TestSD11_SD17_SD33_GracefulShutdownReportIsJournaled(t *testing.T) {
 		case *record.ShutdownPhaseStarted:
 			got = append(got, "start:"+body.Name)
 		case *record.ShutdownPhaseFinished:
-			got = append(got, "finish:"+body.Name+":"+body.Graceful)
+			got = append(got, "finish:"+body.Name+":"+body.Graceful+body.Completion)
 		case *record.ShutdownReport:
 			got = append(got, "report:"+body.Completion)
 		case *record.ShutdownForceRequested:
@@ -126,7 +126,9 @@ func TestSD11_SD17_SD33_GracefulShutdownReportIsJournaled(t *testing.T) {
 	for p := shutdown.PhaseCloseAdmission; p <= shutdown.PhasePublishReport; p++ {
 		want = append(want, "start:"+p.String())
 		if p == shutdown.PhasePublishReport {
-			want = append(want, "report:graceful_completed")
+			// Phase 6 also records the report's completion (SD-11's table).
+			want = append(want, "report:graceful_completed", "finish:"+p.String()+":completedgraceful_completed")
+			continue
 		}
 		want = append(want, "finish:"+p.String()+":completed")
 	}

@@ -54,6 +54,7 @@ type phaseView struct {
 	Name             string
 	StartAt, EndAt   int64
 	Graceful, Forced string
+	Completion       string // phase 6 only (SD-11)
 }
 
 // dependencyNames are the entries of ShutdownReport.Dependencies, in
@@ -122,7 +123,7 @@ func runsOf(x *runCtx, dir string) ([]*runView, string, error) {
 				p = &phaseView{Phase: b.Phase, Name: b.Name}
 				v.Phases = append(v.Phases, p)
 			}
-			p.EndAt, p.Graceful, p.Forced = r.At, b.Graceful, b.Forced
+			p.EndAt, p.Graceful, p.Forced, p.Completion = r.At, b.Graceful, b.Forced, b.Completion
 		case *record.ShutdownReport:
 			v := cur(r)
 			v.Report, v.ReportSeq, v.ReportAt = b, r.Seq, r.At
@@ -333,6 +334,9 @@ func (v *runView) json(newest bool) object {
 	for _, p := range v.Phases {
 		po := object{{"phase", p.Phase}, {"name", p.Name}, {"started_at", jsonTime(p.StartAt)}, {"finished_at", jsonTime(p.EndAt)},
 			{"graceful", p.Graceful}, {"forced", p.Forced}}
+		if p.Completion != "" {
+			po = append(po, member{"completion", p.Completion})
+		}
 		phases = append(phases, po)
 	}
 	o = append(o, member{"phases", phases})

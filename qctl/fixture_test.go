@@ -306,7 +306,11 @@ func buildFixture(t testing.TB, fs vfs.FS, dir string) {
 		f.at(sec(300) + time.Duration(i)*200*time.Millisecond)
 		f.append(nil, rec(engine, &record.ShutdownPhaseStarted{Phase: int8(i + 1), Name: name}))
 		f.at(sec(300) + time.Duration(i)*200*time.Millisecond + 150*time.Millisecond)
-		f.append(nil, rec(engine, &record.ShutdownPhaseFinished{Phase: int8(i + 1), Name: name, Graceful: "completed", Forced: forced[i]}))
+		fin := &record.ShutdownPhaseFinished{Phase: int8(i + 1), Name: name, Graceful: "completed", Forced: forced[i]}
+		if name == "publish_report" {
+			fin.Completion = "graceful_completed" // SD-11: phase 6 records the report's completion
+		}
+		f.append(nil, rec(engine, fin))
 	}
 	f.at(sec(301.2))
 	f.append(nil, rec(engine, &record.ShutdownReport{

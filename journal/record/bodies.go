@@ -387,6 +387,18 @@ type ShutdownPhaseFinished struct {
 	Name     string `msgpack:"name"`
 	Graceful string `msgpack:"graceful"`
 	Forced   string `msgpack:"forced"`
+	// Completion is the report's completion, the status SD-11 records at
+	// the end of phase 6 (publish_report); empty for phases 1 to 5, and in
+	// records written before it existed.
+	Completion string `msgpack:"completion,omitempty"`
+}
+
+// envelopeVersion: completion is new in envelope version 2.
+func (b *ShutdownPhaseFinished) envelopeVersion() uint8 {
+	if b.Completion != "" {
+		return 2
+	}
+	return 1
 }
 
 // ShutdownReport is the immutable report of one shutdown (SD-27). Actions

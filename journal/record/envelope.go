@@ -18,8 +18,9 @@ const (
 	// refuses unknown fields): version 1 for most records, 2 for a
 	// workflow_started that records on_deadline, a final job_buried or
 	// attempt_buried, a workflow_completed or workflow_cancelled that
-	// archives buried jobs, a job_requeued that keeps its unique key and a
-	// workflow_retried that drops a Then step's output. Versions 1 to
+	// archives buried jobs, a job_requeued that keeps its unique key, a
+	// workflow_retried that drops a Then step's output and the
+	// shutdown_phase_finished of phase 6 with its completion. Versions 1 to
 	// Version are read.
 	Version uint8 = 2
 	// versionMin is the oldest envelope version.

@@ -386,6 +386,8 @@ func TestEnvelopeVersionFollowsTheBody(t *testing.T) {
 		{"job_requeued keeping its key", &JobRequeued{JobID: "job_1", AvailableAt: 5, KeepKey: true}, 2},
 		{"workflow_retried", &WorkflowRetried{WorkflowID: "wf_1"}, 1},
 		{"workflow_retried dropping outputs", &WorkflowRetried{WorkflowID: "wf_1", DropOutputs: true}, 2},
+		{"shutdown_phase_finished", &ShutdownPhaseFinished{Phase: 5, Name: "release_resources", Graceful: "completed", Forced: "not_attempted"}, 1},
+		{"shutdown_phase_finished with the completion", &ShutdownPhaseFinished{Phase: 6, Name: "publish_report", Graceful: "completed", Forced: "not_attempted", Completion: "graceful_completed"}, 2},
 	} {
 		val, _ := AppendEnvelope(nil, 1, 0, 1, mustPrepare(t, Record{Stream: "wf_1", Body: c.body}))
 		if val[2] != c.want {

@@ -128,7 +128,7 @@ func genBody(t *rapid.T, k Kind) Body {
 	case KindShutdownPhaseStarted:
 		return &ShutdownPhaseStarted{Phase: rapid.Int8().Draw(t, "phase"), Name: str("name")}
 	case KindShutdownPhaseFinished:
-		return &ShutdownPhaseFinished{Phase: rapid.Int8().Draw(t, "phase"), Name: str("name"), Graceful: str("graceful"), Forced: str("forced")}
+		return &ShutdownPhaseFinished{Phase: rapid.Int8().Draw(t, "phase"), Name: str("name"), Graceful: str("graceful"), Forced: str("forced"), Completion: str("completion")}
 	case KindShutdownReport:
 		n := rapid.IntRange(0, 4).Draw(t, "actions")
 		r := &ShutdownReport{
