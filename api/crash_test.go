@@ -23,11 +23,11 @@ import (
 
 // testSeeds returns the seeds a randomized test runs: def of them, or
 // QUIRE_SEEDS=N of them, or exactly QUIRE_SEED=S (decimal or 0x hex);
-// -short divides the count by 10 (spec/reliability.md §7).
+// -short divides the default count by 10 (spec/reliability.md §7).
 func testSeeds(t *testing.T, def int) []uint64 {
 	t.Helper()
 	if s := os.Getenv("QUIRE_SEED"); s != "" {
-		seed, err := strconv.ParseUint(s, 0, 64)
+		seed, err := parseSeed(s)
 		if err != nil {
 			t.Fatalf("QUIRE_SEED=%q: %v", s, err)
 		}
@@ -40,8 +40,7 @@ func testSeeds(t *testing.T, def int) []uint64 {
 			t.Fatalf("QUIRE_SEEDS=%q: want a positive integer", s)
 		}
 		n = v
-	}
-	if testing.Short() {
+	} else if testing.Short() { // the default only, as sim.Seeds
 		n = max(1, n/10)
 	}
 	seeds := make([]uint64, n)
@@ -49,6 +48,14 @@ func testSeeds(t *testing.T, def int) []uint64 {
 		seeds[i] = splitmix64(uint64(i) + 1)
 	}
 	return seeds
+}
+
+// parseSeed reads a seed as sim.Seeds does: decimal, or hex after 0x.
+func parseSeed(s string) (uint64, error) {
+	if len(s) > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X') {
+		return strconv.ParseUint(s[2:], 16, 64)
+	}
+	return strconv.ParseUint(s, 10, 64)
 }
 
 // splitmix64 spreads small integers over the seed space.

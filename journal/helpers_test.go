@@ -25,11 +25,19 @@ import (
 
 var epoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 
+// parseSeed reads a seed as sim.Seeds does: decimal, or hex after 0x.
+func parseSeed(s string) (uint64, error) {
+	if len(s) > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X') {
+		return strconv.ParseUint(s[2:], 16, 64)
+	}
+	return strconv.ParseUint(s, 10, 64)
+}
+
 // seedList returns the seeds of a randomized test: n by default, n/10 with
 // -short, QUIRE_SEEDS=N seeds, or exactly QUIRE_SEED=S (decimal or 0x hex).
 func seedList(t testing.TB, n int) []uint64 {
 	if s := os.Getenv("QUIRE_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 0, 64)
+		v, err := parseSeed(s)
 		if err != nil {
 			t.Fatalf("QUIRE_SEED=%q: %v", s, err)
 		}

@@ -3,6 +3,7 @@ package sim_test
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"runtime"
@@ -151,6 +152,54 @@ func TestSeedsRefusesNoSeeds(t *testing.T) {
 		if !strings.Contains(tb.msg, fmt.Sprintf("def = %d", def)) {
 			t.Fatalf("Seeds(tb, %d) = %d seeds, Fatalf %q; want def named", def, len(seeds), tb.msg)
 		}
+	}
+}
+
+// TestSeedsReadsDecimalOrHex checks QUIRE_SEED as Seeds documents it:
+// decimal or 0x hex. A leading zero used to read as octal ("010" was
+// eight), and Go's other prefixes and underscores were accepted.
+func TestSeedsReadsDecimalOrHex(t *testing.T) {
+	for _, c := range []struct {
+		env  string
+		want uint64 // 0: refused
+	}{{"10", 10}, {"010", 10}, {"09", 9}, {"0x1f", 31}, {"0X1F", 31}, {"0b11", 0}, {"0o7", 0}, {"1_000", 0}, {"0x", 0}, {"-1", 0}} {
+		t.Setenv("QUIRE_SEED", c.env)
+		tb := &fatalTB{TB: t}
+		var seeds []uint64
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			seeds = sim.Seeds(tb, 3)
+		}()
+		<-done
+		switch {
+		case c.want == 0 && tb.msg == "":
+			t.Errorf("QUIRE_SEED=%s: seeds %v, want refused", c.env, seeds)
+		case c.want != 0 && (tb.msg != "" || len(seeds) != 1 || seeds[0] != c.want):
+			t.Errorf("QUIRE_SEED=%s: seeds %v (%s), want [%d]", c.env, seeds, tb.msg, c.want)
+		}
+	}
+}
+
+// TestSeedsShortDividesOnlyTheDefault checks that -short divides the
+// default seed count but not a count QUIRE_SEEDS asks for (doc.go: "-short
+// divides the default count by 10"): QUIRE_SEEDS=20 under -short used to
+// run 2 seeds.
+func TestSeedsShortDividesOnlyTheDefault(t *testing.T) {
+	f := flag.Lookup("test.short")
+	old := f.Value.String()
+	t.Cleanup(func() { _ = flag.Set("test.short", old) })
+	if err := flag.Set("test.short", "true"); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("QUIRE_SEED", "")
+	t.Setenv("QUIRE_SEEDS", "")
+	if n := len(sim.Seeds(t, 20)); n != 2 {
+		t.Fatalf("-short: %d default seeds of 20, want 2", n)
+	}
+	t.Setenv("QUIRE_SEEDS", "20")
+	if n := len(sim.Seeds(t, 5)); n != 20 {
+		t.Fatalf("-short, QUIRE_SEEDS=20: %d seeds, want 20", n)
 	}
 }
 

@@ -13,7 +13,8 @@ import (
 
 // Seeds returns the seeds a simulation test runs: def of them by default,
 // QUIRE_SEEDS=N of them for long runs, or exactly QUIRE_SEED=S (decimal or
-// 0x hex) to reproduce one. -short divides the count by 10. The seeds are
+// 0x hex) to reproduce one. -short divides the default count by 10 (not a
+// count QUIRE_SEEDS asks for). The seeds are
 // a fixed sequence, so a count names the same seeds on every machine.
 // A def below 1 fails tb (Fatalf): a simulation test that runs no seed
 // would pass without testing anything.
@@ -23,7 +24,7 @@ func Seeds(tb testing.TB, def int) []uint64 {
 		tb.Fatalf("sim: def = %d, the default seed count of Run, Check or Seeds: want at least 1 (a simulation test that runs no seed passes without testing anything)", def)
 	}
 	if s := os.Getenv("QUIRE_SEED"); s != "" {
-		seed, err := strconv.ParseUint(s, 0, 64)
+		seed, err := parseSeed(s)
 		if err != nil {
 			tb.Fatalf("QUIRE_SEED=%q: %v", s, err)
 		}
@@ -36,8 +37,7 @@ func Seeds(tb testing.TB, def int) []uint64 {
 			tb.Fatalf("QUIRE_SEEDS=%q: want a positive integer", s)
 		}
 		n = v
-	}
-	if testing.Short() {
+	} else if testing.Short() {
 		n = max(1, n/10)
 	}
 	seeds := make([]uint64, n)
@@ -45,6 +45,16 @@ func Seeds(tb testing.TB, def int) []uint64 {
 		seeds[i] = mix(uint64(i) + 1)
 	}
 	return seeds
+}
+
+// parseSeed reads a seed as Seeds documents it: decimal, or hex after 0x
+// (as failures print it). Go's other prefixes (0 for octal, 0b, 0o) and
+// underscores are refused: "010" is ten, not eight.
+func parseSeed(s string) (uint64, error) {
+	if len(s) > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X') {
+		return strconv.ParseUint(s[2:], 16, 64)
+	}
+	return strconv.ParseUint(s, 10, 64)
 }
 
 // Run runs scenario once per seed of [Seeds](t, def), each in a subtest
