@@ -90,6 +90,43 @@ func TestNameRule_EveryEntryPoint(t *testing.T) {
 	}
 }
 
+// TestNameRule_WorkflowDefinitions: every name and id a workflow
+// definition takes that breaks its rule is refused by Register with a
+// *WorkflowError naming the option, which matches ErrInvalidName as a bad
+// name given to any call does (it matched only ErrInvalidOption), and
+// nothing is appended.
+func TestNameRule_WorkflowDefinitions(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	step := func(ctx context.Context, d *api.Delivery, s api.State) (api.State, error) { return nil, nil }
+	long := strings.Repeat("w", api.NameBytesMax+1)
+	before := b.lastSeq()
+	for _, c := range []struct {
+		option string
+		w      *api.Workflow
+	}{
+		{"NewWorkflow", api.NewWorkflow("").Then("a", step)},
+		{"NewWorkflow", api.NewWorkflow(long).Then("a", step)},
+		{"Then", api.NewWorkflow("w1").Then("a\nb", step)},
+		{"Then", api.NewWorkflow("w2").Then(long, step)},
+		{"WaitForSignal", api.NewWorkflow("w3").WaitForSignal("")},
+		{"OnQueue", api.NewWorkflow("w4").Then("a", step).OnQueue("")},
+		{"Named", api.NewWorkflow("w5").Then("a", step).Named(long)},
+		{"SubWorkflow", api.NewWorkflow("w6").SubWorkflow("c", "")},
+		{"OnDeadline", api.NewWorkflow("w7").Then("a", step).OnDeadline("")},
+		{"WaitForWorkflows", api.NewWorkflow("w8").WaitForWorkflows(api.All(), strings.Repeat("i", 128))},
+	} {
+		err := b.eng.Register(c.w)
+		var we *api.WorkflowError
+		if !errors.As(err, &we) || we.Option != c.option || !errors.Is(err, api.ErrInvalidName) || !errors.Is(err, api.ErrInvalidOption) {
+			t.Errorf("%s: err %v, want a *WorkflowError naming it that matches ErrInvalidName and ErrInvalidOption", c.option, err)
+		}
+	}
+	if after := b.lastSeq(); after != before {
+		t.Fatalf("refused definitions appended records: seq %d -> %d", before, after)
+	}
+}
+
 // A follow-up job (Delivery.Enqueue) refuses such a handler name the same
 // way, and is not enqueued.
 func TestNameRule_FollowUp(t *testing.T) {

@@ -206,9 +206,12 @@ func TestOptions_QueueNamesFollowTheNameRule(t *testing.T) {
 		{"long queue", api.Options{Queues: []string{long}}, "Options.Queues[0]"},
 		{"empty QueueOptions key", api.Options{QueueOptions: map[string]api.QueueOptions{"": {}}}, "Options.QueueOptions"},
 		{"long QueueOptions key", api.Options{QueueOptions: map[string]api.QueueOptions{long: {}}}, "Options.QueueOptions"},
+		// An owned resource's name did not match ErrInvalidName.
+		{"empty owned resource", api.Options{OwnedResources: []api.OwnedResource{{CloseFunc: func(context.Context) error { return nil }}}}, "Options.OwnedResources[0].Name"},
+		{"owned resource with a control character", api.Options{OwnedResources: []api.OwnedResource{{Name: "d\x00b", CloseFunc: func(context.Context) error { return nil }}}}, "Options.OwnedResources[0].Name"},
 	} {
 		opts := memOptions()
-		opts.Queues, opts.QueueOptions = c.opts.Queues, c.opts.QueueOptions
+		opts.Queues, opts.QueueOptions, opts.OwnedResources = c.opts.Queues, c.opts.QueueOptions, c.opts.OwnedResources
 		eng, err := api.Open(t.Context(), opts)
 		if eng != nil {
 			eng.Close(t.Context())

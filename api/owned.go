@@ -54,7 +54,7 @@ func (o Options) validateOwned() error {
 	for i, r := range o.OwnedResources {
 		field := fmt.Sprintf("Options.OwnedResources[%d]", i)
 		if err := validateName(r.Name); err != nil {
-			return &OptionError{Field: field + ".Name", Value: r.Name, Reason: err.Error()}
+			return &OptionError{Field: field + ".Name", Value: r.Name, Reason: err.Error(), Err: err}
 		}
 		if j := slices.IndexFunc(o.OwnedResources[:i], func(p OwnedResource) bool { return p.Name == r.Name }); j >= 0 {
 			return &OptionError{Field: field + ".Name", Value: r.Name, Reason: fmt.Sprintf("also the name of Options.OwnedResources[%d]: names identify resources in diagnostics", j)}

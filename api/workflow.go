@@ -97,7 +97,9 @@ const stepHandlerNameBytesMax = 2*NameBytesMax + len("/#1023")
 // Step the step (or "" for a workflow option), Option the method. Err, if
 // not nil, is the error under the refusal: a step whose handler name is
 // already registered has a [*NameError] naming the handler and matching
-// [ErrDuplicate].
+// [ErrDuplicate]; a name or id that breaks its rule (the workflow's, a
+// step's, a signal's, a child's, a queue's, an on-deadline handler's, a
+// waited-for workflow's id) has one matching [ErrInvalidName].
 type WorkflowError struct {
 	Workflow string
 	Step     string
@@ -178,14 +180,18 @@ type Workflow struct {
 func NewWorkflow(name string) *Workflow {
 	w := &Workflow{name: name}
 	if err := validateName(name); err != nil {
-		w.fail("", "NewWorkflow", err.Error())
+		w.failName("", "NewWorkflow", err.Error(), err)
 	}
 	return w
 }
 
-func (w *Workflow) fail(step, option, reason string) {
+func (w *Workflow) fail(step, option, reason string) { w.failName(step, option, reason, nil) }
+
+// failName is fail for a name or id that breaks its rule: the error also
+// matches [ErrInvalidName] through err, as every other refused name does.
+func (w *Workflow) failName(step, option, reason string, err error) {
 	if w.err == nil {
-		w.err = &WorkflowError{Workflow: w.name, Step: step, Option: option, Reason: reason}
+		w.err = &WorkflowError{Workflow: w.name, Step: step, Option: option, Reason: reason, Err: err}
 	}
 }
 
@@ -197,7 +203,7 @@ func (w *Workflow) add(s stepSpec, option string) *Workflow {
 	// A step name is part of its step handlers' names, which every
 	// job_enqueued of the step records.
 	if err := validateName(s.name); err != nil {
-		w.fail(s.name, option, "step name "+err.Error())
+		w.failName(s.name, option, "step name "+err.Error(), err)
 	}
 	for _, o := range w.steps {
 		if o.name == s.name {
@@ -295,7 +301,7 @@ func (w *Workflow) waitSignal(option, mode string, names []string) *Workflow {
 	}
 	for _, n := range names {
 		if err := validateName(n); err != nil {
-			w.fail(name, option, "signal name "+strconv.Quote(n)+" "+err.Error())
+			w.failName(name, option, "signal name "+strconv.Quote(n)+" "+err.Error(), err)
 		}
 	}
 	return w.add(stepSpec{kind: scheduler.StepSignal, name: name, signals: names, mode: mode}, option)
@@ -326,7 +332,7 @@ func (w *Workflow) WaitForWorkflows(mode WaitMode, ids ...string) *Workflow {
 	for i, id := range ids {
 		// By index: an id past the limit may be too long to quote.
 		if err := validateID(id); err != nil {
-			w.fail(name, "WaitForWorkflows", fmt.Sprintf("workflow id %d %v", i, err))
+			w.failName(name, "WaitForWorkflows", fmt.Sprintf("workflow id %d %v", i, err), err)
 		}
 	}
 	w.checkMode(name, mode, len(ids))
@@ -408,7 +414,7 @@ func (w *Workflow) Named(name string) *Workflow {
 		return w
 	}
 	if err := validateName(name); err != nil {
-		w.fail(name, "Named", "step name "+err.Error())
+		w.failName(name, "Named", "step name "+err.Error(), err)
 		return w
 	}
 	for _, o := range w.steps[:len(w.steps)-1] {
@@ -435,7 +441,7 @@ func (w *Workflow) Named(name string) *Workflow {
 // complete in appends of their own right after, or in the next run.
 func (w *Workflow) SubWorkflow(name, child string) *Workflow {
 	if err := validateName(child); err != nil {
-		w.fail(name, "SubWorkflow", "child workflow name "+err.Error())
+		w.failName(name, "SubWorkflow", "child workflow name "+err.Error(), err)
 	}
 	return w.add(stepSpec{kind: scheduler.StepSub, name: name, sub: child}, "SubWorkflow")
 }
@@ -443,7 +449,7 @@ func (w *Workflow) SubWorkflow(name, child string) *Workflow {
 // OnQueue sets the queue of every step job (default "default"; WF-22).
 func (w *Workflow) OnQueue(q string) *Workflow {
 	if err := validateName(q); err != nil {
-		w.fail("", "OnQueue", err.Error())
+		w.failName("", "OnQueue", err.Error(), err)
 	}
 	w.queue = &q
 	return w
@@ -494,7 +500,7 @@ func (w *Workflow) MustCompleteWithin(d time.Duration) *Workflow {
 // no deadline (WD-4) and the handler never runs.
 func (w *Workflow) OnDeadline(name string) *Workflow {
 	if err := validateName(name); err != nil {
-		w.fail("", "OnDeadline", err.Error())
+		w.failName("", "OnDeadline", err.Error(), err)
 	}
 	w.onDeadline = name
 	return w
