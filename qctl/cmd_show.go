@@ -407,7 +407,14 @@ func (v *showView) out() io.Writer { return v.x.env.Stdout }
 // job shows one job.
 func (v *showView) job() error {
 	enq, _ := v.recs[0].Body.(*record.JobEnqueued)
+	// Times count from the enqueue's decision instant. A record's at is
+	// when its group was written, a little after the decision: a job
+	// available at once is available from the decision itself, so its
+	// available_at and its first attempt's S read "-0s" from the record.
 	base := v.recs[0].At
+	if enq != nil && enq.AvailableAt < base {
+		base = enq.AvailableAt
+	}
 	atts := attemptsOf(v.recs)
 	for _, a := range atts {
 		if a.Disposition == "" {
@@ -566,7 +573,13 @@ func (v *showView) jobStuck(job *replay.Job, atts []*attempt) []string {
 // workflow shows one workflow.
 func (v *showView) workflow(j *journal.Journal) error {
 	w := v.wf
+	// Times count from the dispatch instant workflow_started records, as
+	// the help says and the header's "dispatched" shows, not from the
+	// record's at (when its group was written, later).
 	base := v.recs[0].At
+	if w.StartedAt != 0 {
+		base = w.StartedAt
+	}
 	atts := attemptsOf(v.recs)
 	for _, a := range atts {
 		if a.Disposition == "" {

@@ -2,7 +2,9 @@ package qctl
 
 import (
 	"slices"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"pgregory.net/rapid"
 )
@@ -29,4 +31,27 @@ func TestFirstNKeepsTheSmallestKeys(t *testing.T) {
 			t.Fatalf("held %d values for n = %d", len(f.items), n)
 		}
 	})
+}
+
+// TestTruncateCutsBetweenCharacters: a preview cut to n bytes stays valid
+// UTF-8 and within n bytes before its "…": the cut used to split a
+// two-byte "é", leaving a lone lead byte (payloads, states and errors in
+// any script other than ASCII).
+func TestTruncateCutsBetweenCharacters(t *testing.T) {
+	for _, c := range []struct {
+		s    string
+		n    int
+		want string
+	}{
+		{strings.Repeat("é", 40), 60, strings.Repeat("é", 29) + "…"},
+		{"a" + strings.Repeat("é", 40), 60, "a" + strings.Repeat("é", 29) + "…"},
+		{strings.Repeat("日", 30), 10, strings.Repeat("日", 3) + "…"},
+		{"short", 10, "short"},
+		{"two\nlines", 60, "two lines"},
+	} {
+		got := truncate(c.s, c.n)
+		if got != c.want || !utf8.ValidString(got) {
+			t.Errorf("truncate(%q, %d) = %q, want %q", c.s, c.n, got, c.want)
+		}
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/quire-dev/quire/journal/record"
 )
@@ -111,12 +112,18 @@ func quoteIfNeeded(s string) string {
 	return s
 }
 
+// truncate shortens s to at most n bytes before its "…", cutting between
+// characters: a cut inside a multi-byte character left invalid UTF-8.
 func truncate(s string, n int) string {
 	s = strings.ReplaceAll(s, "\n", " ")
 	if len(s) <= n {
 		return s
 	}
-	return s[:n-1] + "…"
+	cut := n - 1
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 // object is a JSON object that keeps its keys in insertion order, so that

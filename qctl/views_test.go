@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/quire-dev/quire/journal/record"
 )
@@ -175,5 +176,41 @@ func TestWF8_ShowSubWorkflowWaitsOnItsChild(t *testing.T) {
 	}
 	if len(o.Stuck) != 1 || !strings.HasPrefix(o.Stuck[0], want) {
 		t.Errorf("show --json %s: stuck %q, want %q", parent, o.Stuck, want)
+	}
+}
+
+// TestShowTimesCountFromTheDecision: show's times count from the
+// workflow's dispatch instant (workflow_started's at, the header's
+// "dispatched"), and a job's from its enqueue decision, not from when
+// the first record's group was written, which comes later: a workflow
+// whose record was written 2 s after its dispatch read "at=-2s" in its
+// own timeline and a 1 h deadline as +59m58s; a job
+// available at once read "available_at=-1ms" and its first attempt
+// "s=-1ms".
+func TestShowTimesCountFromTheDecision(t *testing.T) {
+	t.Parallel()
+	const wf, job = "wf_01KE4Z6R0000000000000LATE", "job_01KE4Z6R000000000000LATE"
+	fs := vfs.NewMem()
+	f := newFx(t, fs, fixtureDir)
+	dispatched := f.now()
+	f.at(2 * time.Second) // the group is written 2 s after the decision
+	f.append(nil, rec(wf, &record.WorkflowStarted{WorkflowID: wf, Name: "report", DefinitionHash: "sha256:aa", Steps: 1,
+		At: dispatched, State: value(t, map[string]any{}), DeadlineAt: dispatched + int64(time.Hour)}))
+	decided := f.now()
+	f.at(2*time.Second + time.Millisecond)
+	f.append(nil, f.enqueue(job, job, "render", "default", 0, 0, func(b *record.JobEnqueued) { b.AvailableAt = decided }))
+	f.clk.Set(time.Unix(0, decided))
+	f.start(job, job, 1) // S at the decision, written at once
+	f.close()
+
+	_, stdout, _ := run(t, fs, "-d", fixtureDir, "show", wf)
+	for _, want := range []string{"deadline_at=+1h0m0s", "  +2s  workflow_started", " at=+0s "} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("show %s does not say %q:\n%s", wf, want, stdout)
+		}
+	}
+	_, stdout, _ = run(t, fs, "-d", fixtureDir, "show", job)
+	if strings.Contains(stdout, "-1ms") || !strings.Contains(stdout, "available_at=+0s") || !strings.Contains(stdout, " s=+0s ") {
+		t.Errorf("show %s counts from the record, not the decision:\n%s", job, stdout)
 	}
 }
