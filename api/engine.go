@@ -925,10 +925,11 @@ func (e *Engine) finish() error {
 // calls return the first result.
 //
 // Close's error reports a failed shutdown ([shutdown.ErrFailed]), a
-// fail-stop ([ErrFailStop]) and the journal's close, but not an
-// Incomplete one: a shutdown that could not confirm everything (a handler
-// that never returned, a cut budget) returns nil from Close and the error
-// from [Engine.Shutdown]. Read [Engine.ShutdownReport] to tell them apart,
+// fail-stop ([ErrFailStop]) and the journal's failures (an append of the
+// shutdown's records or its close that failed, SD-17), but not an
+// Incomplete shutdown on its own: one that could not confirm everything
+// (a handler that never returned, a cut budget) returns nil from Close
+// and the error from [Engine.Shutdown]. Read [Engine.ShutdownReport] to tell them apart,
 // or call Shutdown rather than Close where an Incomplete shutdown must not
 // go unnoticed.
 func (e *Engine) Close(ctx context.Context) error {

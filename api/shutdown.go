@@ -80,7 +80,9 @@ func (e *Engine) ShutdownReport() *shutdown.Report { return e.coord.Report() }
 // attempts get ReasonForcedShutdown and every remaining action takes its
 // force path. It returns once every running attempt has its reason
 // (DL-18), or the drain is over. It returns an error matching
-// [shutdown.ErrNotInitiated] before any initiation.
+// [shutdown.ErrNotInitiated] before any initiation. Once phase 5 is over
+// (the shutdown ended, or Close returned) there is nothing left to force:
+// it changes nothing and returns nil, as a second force does.
 func (e *Engine) Force() error {
 	if err := e.coord.Force(shutdown.TriggerAPI); err != nil {
 		return err
