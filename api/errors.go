@@ -13,7 +13,10 @@ import (
 
 // Errors callers branch on with errors.Is.
 var (
-	// ErrClosed is returned by every call on an engine that was closed.
+	// ErrClosed is returned by every call on an engine that was closed,
+	// except those whose docs say what they return then: Shutdown and
+	// Close (the retained result), Force (nil) and the read-only
+	// accessors of the engine's counters.
 	ErrClosed = errors.New("quire: engine closed")
 	// ErrShuttingDown refuses calls that would create runnable work once
 	// shutdown has closed admission (SD-12).
