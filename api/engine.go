@@ -36,7 +36,10 @@ func noop(*scheduler.Machine, time.Time) (scheduler.Decision, error) {
 // Version is the engine version recorded in run_started.
 const Version = "0.1.0"
 
-// Lifecycle is an engine's lifecycle state (SD-34).
+// Lifecycle is an engine's lifecycle state (SD-34). An engine that is
+// open but not started is Ready: admission is open, Enqueue and Dispatch
+// are accepted; [Engine.Ready] is still false until its dispatcher runs
+// (Start, Run or RunOnce).
 type Lifecycle uint8
 
 // Lifecycle states.

@@ -17,8 +17,16 @@ import (
 )
 
 // State is a workflow's state: string keys to msgpack-encodable values.
-// Keys starting with "_" are private: stored, never shown or passed on
-// (WF-12).
+// Keys starting with "_" are private: given at Dispatch they are stored,
+// never shown or passed on; in a step's output or a signal's payload they
+// are dropped before anything is journaled (WF-3, WF-12).
+//
+// A step, a deadline handler and [Engine.Workflow] read the state back
+// as msgpack decodes it into any: an integer comes back as the smallest
+// Go integer type its encoding used (a 3 stored from an int reads as
+// int8), a float as float32 or float64, a nested
+// map as map[string]any, a list as []any, a time as time.Time. Read
+// numbers with a type switch or a conversion, not s["n"].(int).
 type State map[string]any
 
 // StepFunc is the handler of a Then or Parallel step: it receives a copy of

@@ -395,7 +395,7 @@ type WorkflowInfo struct {
 	ID     string
 	Name   string
 	Status WorkflowStatus
-	Step   int // current step index (== Steps once completed)
+	Step   int // current step index, from 0 (== Steps once completed); qctl says "step Step+1 of Steps"
 	// StepName is the current step's name, or "". Step names are not in
 	// the journal: they come from the definition registered in this
 	// process. So StepName is "" past the last step, and also when the

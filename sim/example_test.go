@@ -15,7 +15,10 @@ import (
 
 // registerPayment is the application's own code: a payment workflow that
 // authorizes (a flaky call to the bank), waits for an "approved" signal,
-// then captures, and must complete within 2 h or be refunded.
+// then captures, and must complete within 2 h: past it, the approval's
+// arrival (or a capture finishing) fails it and runs the refund handler.
+// A payment still waiting for its approval is not failed by the clock
+// alone (WD-11).
 func registerPayment(w *sim.World) func(e *api.Engine) error {
 	return func(e *api.Engine) error {
 		if err := api.HandleDeadline(e, "refund", func(ctx context.Context, s api.State) error { return nil }); err != nil {
