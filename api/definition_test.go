@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -234,6 +235,49 @@ func TestWF18_RetryOfParkedWorkflowShowsNoAttemptsUntilEntered(t *testing.T) {
 	b.start()
 	b.idle()
 	wfWant(b, id, api.WorkflowCompleted)
+	b.checkReplay()
+}
+
+// WF-18: a failed workflow whose Then step's job succeeded (its output
+// took the state past its limit) and that is parked after a restart (its
+// definition not registered yet) is not retried: only its definition says
+// whether the kept output is a Then step's, to drop, or a Parallel
+// branch's, to keep. The retry used to go through and keep the output, so
+// once the definition was registered the step reused it and failed again
+// without calling the handler. Registered, the retry runs a new job.
+func TestWF18_RetryOfParkedWorkflowHoldingAnOutputWaitsForItsDefinition(t *testing.T) {
+	b := setup(t, nil)
+	var calls atomic.Int32
+	register := func(e *api.Engine) {
+		wfRegister(t, e, api.NewWorkflow("grow").Then("a", func(ctx context.Context, d *api.Delivery, st api.State) (api.State, error) {
+			if calls.Add(1) == 1 {
+				return api.State{"b": strings.Repeat("x", 300<<10)}, nil
+			}
+			return api.State{"b": "small"}, nil
+		}))
+	}
+	register(b.eng)
+	b.start()
+	id := wfDispatch(b, "grow", api.State{"a": strings.Repeat("s", 300<<10)})
+	b.idle()
+	wfWant(b, id, api.WorkflowFailed)
+	b.reopen(nil) // parked: "grow" is not registered yet
+	b.start()
+	before := b.lastSeq()
+	if err := b.eng.RetryWorkflow(b.ctx, id); !errors.Is(err, api.ErrState) || !strings.Contains(err.Error(), "parked") {
+		t.Fatalf("retry while parked: %v, want ErrState saying it is parked", err)
+	}
+	if after := b.lastSeq(); after != before {
+		t.Fatalf("the refused retry appended: seq %d -> %d", before, after)
+	}
+	register(b.eng)
+	if err := b.eng.RetryWorkflow(b.ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	b.idle()
+	if info := wfWant(b, id, api.WorkflowCompleted); calls.Load() != 2 || wfState(info.State) == "" {
+		t.Fatalf("WF-18: handler called %d times, want a new job", calls.Load())
+	}
 	b.checkReplay()
 }
 

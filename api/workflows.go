@@ -334,7 +334,10 @@ func (e *Engine) CancelWorkflow(ctx context.Context, id string) error {
 // Parallel step runs again only the branches that have not succeeded,
 // counting those that succeeded after the failure; their outputs are
 // merged when the step completes (WF-18). A workflow that is not failed is refused with an error
-// matching [ErrState]. An ended ctx returns its error and appends nothing
+// matching [ErrState], and so is a parked one (its definition not
+// registered) that holds the output of a step job that succeeded: only
+// its definition says whether that output is to be dropped (Then) or kept
+// (Parallel). An ended ctx returns its error and appends nothing
 // (see [Engine]). Once a shutdown has begun it is refused with
 // [ErrShuttingDown] (SD-12).
 func (e *Engine) RetryWorkflow(ctx context.Context, id string) error {

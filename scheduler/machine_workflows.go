@@ -1447,9 +1447,16 @@ func (m *Machine) RetryWorkflow(now time.Time, id string) (Decision, error) {
 	// A Then step's kept output is the success that failed or expired the
 	// workflow, or one that came after the failure: WF-18 runs a new job
 	// (WD-7, WD-9: that output is discarded). Only Parallel keeps the
-	// outputs of branches that succeeded.
+	// outputs of branches that succeeded. Which one the step is, only its
+	// definition says: a parked workflow holding outputs is refused until
+	// its definition is registered, rather than retried with an output
+	// its Then step would reuse.
 	drop := false
-	if def := m.defOf(w); def != nil && int(w.Step) < len(def.Steps) && len(w.Branches) > 0 {
+	if len(w.Branches) > 0 {
+		def := m.defOf(w)
+		if def == nil || int(w.Step) >= len(def.Steps) {
+			return d, fmt.Errorf("%w: workflow %s is parked (its definition %s is not registered) and holds the output of a step job that succeeded: register the definition, then retry it", ErrState, id, w.DefinitionHash)
+		}
 		drop = def.Steps[w.Step].Kind == StepThen
 	}
 	m.emit(&d, w.ID, &record.WorkflowRetried{WorkflowID: w.ID, DropOutputs: drop})
