@@ -436,7 +436,11 @@ func (w *Workflow) Named(name string) *Workflow {
 
 // SubWorkflow adds a step that dispatches the registered workflow child
 // with the parent's public state, and completes when the child completes,
-// merging the child's public state (WF-8). The name is as for
+// merging the child's public state (WF-8). The child's steps inherit the
+// queue, priority and max attempts its ancestors set (with OnQueue,
+// WithPriority, MaxAttempts on the workflow), the nearest one first; the
+// child's workflow_started records them, so they hold for every step it
+// runs, whatever becomes of its ancestors. The name is as for
 // [Workflow.Then]. As a first step, it makes the child's workflow_started
 // part of the parent's dispatch: [Engine.Register] refuses a workflow
 // whose chain of first-step sub-workflows is longer than

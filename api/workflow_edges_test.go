@@ -67,3 +67,66 @@ func TestWF8_WF17_ChildOfCancelledParentKeepsInheritedOptions(t *testing.T) {
 		})
 	}
 }
+
+// WF-8: a child keeps what it inherited while its ancestors are parked: a
+// child whose parent's definition is registered after the child moves on
+// (a restart that registers only the child), or whose parent is parked
+// for good under a new version of its definition, still runs its later
+// steps on the inherited queue with the inherited priority and attempts,
+// through a chain of parked ancestors too. The child used to read them
+// from its ancestors' registered definitions each time, so a parked
+// ancestor gave nothing and the step ran on the child's own defaults. It
+// records them in its workflow_started now.
+func TestWF8_ChildOfParkedParentKeepsInheritedOptions(t *testing.T) {
+	for _, how := range []string{"not registered", "new version"} {
+		t.Run(how, func(t *testing.T) {
+			b := setup(t, nil)
+			kid := func(e *api.Engine) {
+				wfRegister(t, e, api.NewWorkflow("kid").WaitForSignal("go").Then("work", wfReturn(nil)))
+			}
+			parents := func(e *api.Engine, v2 bool) {
+				mid := api.NewWorkflow("mid").SubWorkflow("sub", "kid")
+				par := api.NewWorkflow("parent").SubWorkflow("sub", "kid").OnQueue("etl").WithPriority(api.High).MaxAttempts(7)
+				top := api.NewWorkflow("top").SubWorkflow("sub", "mid").OnQueue("etl").WithPriority(api.High).MaxAttempts(7)
+				if v2 {
+					mid, par, top = mid.Then("v2", wfReturn(nil)), par.Then("v2", wfReturn(nil)), top.Then("v2", wfReturn(nil))
+				}
+				wfRegister(t, e, mid)
+				wfRegister(t, e, par)
+				wfRegister(t, e, top)
+			}
+			kid(b.eng)
+			parents(b.eng, false)
+			b.start()
+			p := wfDispatch(b, "parent", api.State{})
+			top := wfDispatch(b, "top", api.State{})
+			b.idle()
+			children := []string{wfChild(b, p, 0), wfChild(b, wfChild(b, top, 0), 0)}
+			b.reopen(func(e *api.Engine) {
+				kid(e)
+				if how == "new version" {
+					parents(e, true)
+				}
+			})
+			b.start()
+			for _, id := range children {
+				if err := b.eng.Signal(b.ctx, id, "go", nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			b.idle()
+			var got []string
+			for _, id := range children {
+				wfWant(b, id, api.WorkflowCompleted)
+				for _, e := range wfSteps(b.records(), id) {
+					got = append(got, fmt.Sprintf("%s:%s/%d/%d", e.Handler, e.Queue, e.Priority, e.Retry.MaxAttempts))
+				}
+			}
+			want := fmt.Sprintf("kid/work:etl/%d/7 kid/work:etl/%d/7", api.High, api.High)
+			if strings.Join(got, " ") != want {
+				t.Fatalf("WF-8: step jobs of children whose parents are parked:\n got %s\nwant %s", strings.Join(got, " "), want)
+			}
+			b.checkReplay()
+		})
+	}
+}

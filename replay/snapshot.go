@@ -131,7 +131,7 @@ func SizeHint(s *State) int {
 		size += jobSizeHint(j)
 	}
 	for _, w := range s.Workflows {
-		size += 512 + len(w.ID) + len(w.Name) + len(w.State) + len(w.Error)
+		size += 512 + len(w.ID) + len(w.Name) + len(w.State) + len(w.Error) + len(w.InheritedQueue)
 	}
 	return size
 }

@@ -94,12 +94,20 @@ type Workflow struct {
 	// OnDeadline is the on-deadline handler workflow_started recorded
 	// (WD-2), "" if it recorded none. Omitted from the encoding when
 	// empty, so that states without one encode as before it existed.
-	OnDeadline     string `msgpack:",omitempty"`
-	IdempotencyKey string
-	ParentID       string
-	ParentStep     int32
-	Error          string
-	FailedAt       int64
+	OnDeadline string `msgpack:",omitempty"`
+	// Inherited and the three fields after it are the job options a
+	// SubWorkflow child inherits (WF-8), as its workflow_started recorded
+	// them (see record.WorkflowStarted); all omitted from the encodings
+	// when unset, so that states without them encode as before.
+	Inherited            bool   `msgpack:",omitempty" json:",omitempty"`
+	InheritedQueue       string `msgpack:",omitempty" json:",omitempty"`
+	InheritedPriority    uint8  `msgpack:",omitempty" json:",omitempty"` // priority + 1, 0 none
+	InheritedMaxAttempts int32  `msgpack:",omitempty" json:",omitempty"`
+	IdempotencyKey       string
+	ParentID             string
+	ParentStep           int32
+	Error                string
+	FailedAt             int64
 
 	// Progress of the current step.
 	Entered     bool  // the step's entry records are in the journal
@@ -220,6 +228,8 @@ func applyWorkflow(s *State, r record.Record) (bool, error) {
 			StartSeq: r.Seq, StartedAt: b.At, Status: WorkflowRunning, State: b.State,
 			DeadlineAt: b.DeadlineAt, OnDeadline: b.OnDeadline, IdempotencyKey: b.IdempotencyKey,
 			ParentID: b.ParentID, ParentStep: b.ParentStep,
+			Inherited: b.Inherited, InheritedQueue: b.InheritedQueue,
+			InheritedPriority: b.InheritedPriority, InheritedMaxAttempts: b.InheritedMaxAttempts,
 		}
 		s.addWorkflow(w)
 		if w.IdempotencyKey != "" {

@@ -124,11 +124,14 @@ func (m *Machine) StartWorkflow(now time.Time, req DispatchRequest) (Decision, s
 			return d, v.WorkflowID, nil
 		}
 	}
-	id := m.startWorkflow(&d, now, def, req.State, req.IdempotencyKey, "", 0)
+	id := m.startWorkflow(&d, now, def, req.State, req.IdempotencyKey, nil, 0)
 	return d, id, nil
 }
 
-func (m *Machine) startWorkflow(d *Decision, now time.Time, def *WorkflowDef, state []byte, idem, parent string, parentStep int32) string {
+// startWorkflow starts a workflow of def; parent is nil for a dispatch,
+// the running parent for a SubWorkflow child, whose inherited job options
+// (WF-8) its workflow_started records.
+func (m *Machine) startWorkflow(d *Decision, now time.Time, def *WorkflowDef, state []byte, idem string, parent *replay.Workflow, parentStep int32) string {
 	id := m.cfg.NewIDFunc("wf_", now)
 	var deadlineAt int64
 	var onDeadline string
@@ -136,11 +139,26 @@ func (m *Machine) startWorkflow(d *Decision, now time.Time, def *WorkflowDef, st
 		deadlineAt = deadlines.InstantAfter(now, def.Deadline) // WD-3
 		onDeadline = def.OnDeadline
 	}
-	m.emit(d, id, &record.WorkflowStarted{
+	rec := &record.WorkflowStarted{
 		WorkflowID: id, Name: def.Name, DefinitionHash: def.Hash, Steps: int32(len(def.Steps)),
 		State: state, At: now.UnixNano(), DeadlineAt: deadlineAt, IdempotencyKey: idem,
-		ParentID: parent, ParentStep: parentStep, OnDeadline: onDeadline,
-	})
+		ParentStep: parentStep, OnDeadline: onDeadline,
+	}
+	if parent != nil {
+		rec.ParentID = parent.ID
+		inh := m.childInherits(parent)
+		rec.Inherited = true
+		if inh.Queue != nil {
+			rec.InheritedQueue = *inh.Queue
+		}
+		if inh.Priority != nil {
+			rec.InheritedPriority = *inh.Priority + 1
+		}
+		if inh.MaxAttempts != nil {
+			rec.InheritedMaxAttempts = *inh.MaxAttempts
+		}
+	}
+	m.emit(d, id, rec)
 	if idem != "" {
 		if v, err := replay.EncodeIdempotent(replay.Idempotent{WorkflowID: id, Name: def.Name}); err == nil {
 			d.Index = append(d.Index, IndexEntry{ID: replay.IdempotencyPrefix + idem, Value: v})
@@ -249,19 +267,38 @@ func (m *Machine) enter(d *Decision, now time.Time, w *replay.Workflow) {
 			m.fail(d, now, w, err.Error())
 			return
 		}
-		m.startWorkflow(d, now, child, pub, "", w.ID, w.Step)
+		m.startWorkflow(d, now, child, pub, "", w, w.Step)
 	}
 }
 
 // inherited returns the job options a sub-workflow inherits from its
 // ancestors (WF-8): each ancestor's own workflow-wide options over those it
-// inherited. Children are not cancelled with their parent (WF-17), so an
-// ancestor that left the state (cancelled, or completed after a retry
-// started another child) is read from the terminal index: the child keeps
-// what it inherited for every step it still runs. An ancestor's options
-// are those of its own definition: a parked ancestor gives none, as one
-// whose definition is not registered.
+// inherited. A child records them when it starts, while its parent runs
+// under its own definition, so they hold for every step it runs whatever
+// becomes of its ancestors: parked under a changed definition, cancelled
+// (children are not cancelled with their parent, WF-17) or gone.
+//
+// A child started before workflow_started recorded them resolves them
+// from its ancestors now: one that left the state is read from the
+// terminal index, and a parked one (its definition not registered) gives
+// none.
 func (m *Machine) inherited(w *replay.Workflow) JobDefaults {
+	if w.Inherited {
+		var out JobDefaults
+		if w.InheritedQueue != "" {
+			q := w.InheritedQueue
+			out.Queue = &q
+		}
+		if w.InheritedPriority != 0 {
+			p := w.InheritedPriority - 1
+			out.Priority = &p
+		}
+		if w.InheritedMaxAttempts != 0 {
+			n := w.InheritedMaxAttempts
+			out.MaxAttempts = &n
+		}
+		return out
+	}
 	var out JobDefaults
 	parent := w.ParentID
 	for depth := 0; parent != "" && depth < 64; depth++ {
@@ -286,6 +323,25 @@ func (m *Machine) inherited(w *replay.Workflow) JobDefaults {
 			if out.MaxAttempts == nil {
 				out.MaxAttempts = def.Defaults.MaxAttempts
 			}
+		}
+	}
+	return out
+}
+
+// childInherits returns what a child started by parent's SubWorkflow step
+// inherits (WF-8): parent's own workflow-wide options over those parent
+// inherited. parent is running its step, so its definition is registered.
+func (m *Machine) childInherits(parent *replay.Workflow) JobDefaults {
+	out := m.inherited(parent)
+	if def := m.defOf(parent); def != nil {
+		if q := def.Defaults.Queue; q != nil {
+			out.Queue = q
+		}
+		if p := def.Defaults.Priority; p != nil {
+			out.Priority = p
+		}
+		if n := def.Defaults.MaxAttempts; n != nil {
+			out.MaxAttempts = n
 		}
 	}
 	return out

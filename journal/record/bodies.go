@@ -210,12 +210,25 @@ type WorkflowStarted struct {
 	// even where that definition is not registered (WD-10). Journals
 	// written before it was recorded leave it empty.
 	OnDeadline string `msgpack:"on_deadline,omitempty"`
+	// Inherited, set on a SubWorkflow child, says that the three fields
+	// after it are the job options the child inherits from its ancestors
+	// (WF-8), resolved when it started, while its parent ran: a queue, a
+	// priority and a max attempts, each absent when no ancestor sets it.
+	// Records without it (written before it existed) leave the engine to
+	// resolve them from the ancestors' definitions, which an ancestor
+	// whose definition is not registered cannot give.
+	Inherited      bool   `msgpack:"inherited,omitempty"`
+	InheritedQueue string `msgpack:"inherited_queue,omitempty"`
+	// InheritedPriority is the inherited priority plus one: 0 inherits
+	// none.
+	InheritedPriority    uint8 `msgpack:"inherited_priority,omitempty"`
+	InheritedMaxAttempts int32 `msgpack:"inherited_max_attempts,omitempty"`
 }
 
-// envelopeVersion: on_deadline is new in envelope version 2; without it
-// the record is what version 1 wrote.
+// envelopeVersion: on_deadline and the inherited options are new in
+// envelope version 2; without them the record is what version 1 wrote.
 func (b *WorkflowStarted) envelopeVersion() uint8 {
-	if b.OnDeadline != "" {
+	if b.OnDeadline != "" || b.Inherited {
 		return 2
 	}
 	return 1

@@ -371,6 +371,7 @@ func TestEnvelopeVersionFollowsTheBody(t *testing.T) {
 		{"run_started", &RunStarted{RunID: "run_1"}, 1},
 		{"workflow_started without on_deadline", &WorkflowStarted{WorkflowID: "wf_1", Name: "w", DeadlineAt: 5}, 1},
 		{"workflow_started with on_deadline", &WorkflowStarted{WorkflowID: "wf_1", Name: "w", DeadlineAt: 5, OnDeadline: "h"}, 2},
+		{"workflow_started of a child with what it inherits", &WorkflowStarted{WorkflowID: "wf_2", Name: "w", ParentID: "wf_1", Inherited: true, InheritedQueue: "q", InheritedPriority: 1, InheritedMaxAttempts: 7}, 2},
 		// The other fields new in version 2 (see Version): each one, when
 		// set, makes a build that reads only version 1 refuse the record as
 		// newer instead of failing its decode as corruption.

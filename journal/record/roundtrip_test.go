@@ -84,6 +84,7 @@ func genBody(t *rapid.T, k Kind) Body {
 		return &WorkflowStarted{
 			WorkflowID: str("workflow_id"), Name: str("name"), DefinitionHash: str("hash"), Steps: i32("steps"),
 			State: bin("state"), At: i64("at"), DeadlineAt: i64("deadline_at"), IdempotencyKey: str("idem"), ParentID: str("parent"), ParentStep: i32("parent_step"), OnDeadline: str("on_deadline"),
+			Inherited: flag("inherited"), InheritedQueue: str("inherited_queue"), InheritedPriority: rapid.Uint8().Draw(t, "inherited_priority"), InheritedMaxAttempts: i32("inherited_max_attempts"),
 		}
 	case KindStepCompleted:
 		consumed := rapid.SliceOfN(rapid.Uint64(), 0, 4).Draw(t, "consumed")
