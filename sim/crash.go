@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
@@ -149,7 +150,7 @@ func readAll(fs vfs.FS, p string) ([]byte, error) {
 // world runs on a copy of it, so that img stays what the crash left, for
 // the failure report.
 func (w *World) reopenOn(img *vfs.MemFS) {
-	w.image, w.imageN = img, len(w.steps)
+	w.image, w.imageN, w.imageAt = img, len(w.steps), w.clk.Now()
 	w.fs = cloneFS(img)
 }
 
@@ -179,16 +180,18 @@ func (w *World) keepArtifacts(n int) string {
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Sprintf("journal image: not kept: %v", err)
 	}
-	lines := keepImage(cloneFS(w.fs), filepath.Join(dir, "current"), fmt.Sprintf("journal image at step %d", n))
+	lines := keepImage(cloneFS(w.fs), filepath.Join(dir, "current"), fmt.Sprintf("journal image at step %d", n), w.clk.Now())
 	if w.image != nil {
-		lines += "\n" + keepImage(w.image, filepath.Join(dir, "last-crash-image"), fmt.Sprintf("journal image of the last crash (step %d)", w.imageN))
+		lines += "\n" + keepImage(w.image, filepath.Join(dir, "last-crash-image"), fmt.Sprintf("journal image of the last crash (step %d)", w.imageN), w.imageAt)
 	}
 	return lines
 }
 
 // keepImage copies the journal directory of img to dst and describes the
-// result, starting with what.
-func keepImage(img vfs.FS, dst, what string) string {
+// result, starting with what. The qctl command it prints measures
+// remaining and overdue times against now, the world's simulated instant
+// of the image, not the real time qctl would use.
+func keepImage(img vfs.FS, dst, what string, now time.Time) string {
 	ok, err := vfs.Clone(img, vfs.Default, Dir, dst, vfs.CloneSync)
 	switch {
 	case err != nil:
@@ -203,7 +206,7 @@ func keepImage(img vfs.FS, dst, what string) string {
 	if err := j.Close(); err != nil {
 		return fmt.Sprintf("%s: kept in %s, which does not close as a journal: %v", what, dst, err)
 	}
-	return fmt.Sprintf("%s: qctl inspect %s", what, shellWord(dst))
+	return fmt.Sprintf("%s: qctl --now %s inspect %s", what, now.UTC().Format(time.RFC3339Nano), shellWord(dst))
 }
 
 // artifactDirNameMax bounds the test-name part of an image directory's

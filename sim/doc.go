@@ -209,7 +209,9 @@
 // process killed there leaves on a disk that loses nothing), and
 // last-crash-image/ what the world's last crash left, which the engine
 // reopened on. Each is printed as the qctl command that inspects it
-// ("qctl inspect <dir>"), once it has opened read-only as a journal, or
+// ("qctl --now <instant> inspect <dir>", measuring timers and deadlines
+// against the world's simulated instant), once it has opened read-only
+// as a journal, or
 // with the reason there is none. [Seeds] reads
 // QUIRE_SEEDS=N (seed count per test, e.g. 10000 for a soak) and
 // QUIRE_SEED=S; -short divides the default count by 10. [Run] runs a

@@ -71,8 +71,8 @@ func TestFailureReport(t *testing.T) {
 	}
 	seed := strconv.FormatUint(sim.Seeds(t, 3)[0], 16) // the child's first seed: same environment
 	failed := regexp.MustCompile(`--- FAIL: TestFailureReport/(seed=0x[0-9a-f]+)`)
-	current := regexp.MustCompile(`journal image at step \d+: qctl inspect (.+)`)
-	crashed := regexp.MustCompile(`journal image of the last crash \(step \d+\): qctl inspect (.+)`)
+	current := regexp.MustCompile(`journal image at step \d+: qctl --now 2026-01-05T\S+Z inspect (.+)`)
+	crashed := regexp.MustCompile(`journal image of the last crash \(step \d+\): qctl --now 2026-01-05T\S+Z inspect (.+)`)
 	for _, mode := range []string{"T.Fatalf", "T.Errorf", "outer.Fatalf", "outer.Errorf", "world", "before-open"} {
 		t.Run(mode, func(t *testing.T) {
 			out := t.TempDir()
@@ -104,7 +104,7 @@ func TestFailureReport(t *testing.T) {
 				}
 			}
 			if mode == "before-open" {
-				if strings.Contains(text, "qctl inspect") || !strings.Contains(text, "journal image at step 0: none") {
+				if strings.Contains(text, " inspect ") || !strings.Contains(text, "journal image at step 0: none") {
 					t.Fatalf("an image is claimed although the engine never opened:\n%s", text)
 				}
 				return
@@ -146,7 +146,7 @@ func TestFailureReportTwoTestsOneSeed(t *testing.T) {
 	if err == nil {
 		t.Fatalf("the child passed:\n%s", text)
 	}
-	current := regexp.MustCompile(`journal image at step \d+: qctl inspect (.+)`)
+	current := regexp.MustCompile(`journal image at step \d+: qctl --now \S+ inspect (.+)`)
 	var dirs []string
 	for _, m := range current.FindAllStringSubmatch(text, -1) {
 		dirs = append(dirs, m[1])

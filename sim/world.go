@@ -182,6 +182,7 @@ type World struct {
 	crashN  int
 	image   *vfs.MemFS // the last crash image, as the crash left it (the world runs on a copy)
 	imageN  int        // the step of the trace that crash is
+	imageAt time.Time  // the world's instant at that crash
 	stopped bool       // the engine was shut down and not reopened
 
 	// failedBefore: the test was already failed when the world was built;
