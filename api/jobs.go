@@ -275,7 +275,12 @@ func (e *Engine) Retry(ctx context.Context, id string) error {
 
 // RetryBuried requeues every buried job of queue and returns how many it
 // requeued (JB-7), skipping buried step jobs whose workflow is not
-// running. An ended ctx returns its error and appends nothing (see
+// running. It requeues them in appends of up to [RetryBuriedBatch] jobs,
+// so that however many there are, a snapshot can come between two and a
+// restart replays no more than SnapshotEvery records and a group (RL-12):
+// a crash, an ended ctx or a shutdown between two appends leaves the jobs
+// after them buried, and the count says how many were requeued. A ctx
+// ended before the call returns its error and appends nothing (see
 // [Engine]). Once a shutdown has begun it is refused with
 // [ErrShuttingDown] (SD-12).
 func (e *Engine) RetryBuried(ctx context.Context, queue string) (int, error) {
@@ -288,14 +293,32 @@ func (e *Engine) RetryBuried(ctx context.Context, queue string) (int, error) {
 	if err := e.admit(); err != nil {
 		return 0, err
 	}
-	var n int
-	err := e.submit(ctx, func(m *scheduler.Machine, now time.Time) (scheduler.Decision, error) {
-		d, k := m.RequeueBuried(now, queue)
-		n = k
-		return d, nil
-	})
-	return n, err
+	total := 0
+	for {
+		var n int
+		more := false
+		err := e.submit(ctx, func(m *scheduler.Machine, now time.Time) (scheduler.Decision, error) {
+			d, k, left := m.RequeueBuriedUpTo(now, queue, RetryBuriedBatch)
+			n, more = k, left
+			return d, nil
+		})
+		if err != nil {
+			return total, err
+		}
+		total += n
+		if !more {
+			return total, nil
+		}
+		if err := e.admit(); err != nil { // the next submit refuses an ended ctx
+			return total, err
+		}
+	}
 }
+
+// RetryBuriedBatch is the most jobs [Engine.RetryBuried] requeues in one
+// append: half of the journal's default group, so that each append leaves
+// room for a snapshot to follow it (RL-12).
+const RetryBuriedBatch = journal.GroupRecordsMaxDefault / 2
 
 // PauseQueue stops attempts of queue from starting; running attempts
 // continue and enqueue is still accepted (JB-8). Pausing a paused queue

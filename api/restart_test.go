@@ -244,41 +244,8 @@ func TestRL12_SustainedLoadKeepsRestartBounded(t *testing.T) {
 	if os.Getenv("QUIRE_LONG") == "1" {
 		snapshotEvery, producers = api.SnapshotEveryDefault, 2000
 	}
-	bound := uint64(snapshotEvery + journal.GroupRecordsMaxDefault)
-	var (
-		eng      atomic.Pointer[api.Engine]
-		mu       sync.Mutex
-		snap     uint64 // newest stored snapshot seen so far
-		violated string
-	)
-	api.SetAfterAppendHook(func(seqs []uint64) {
-		e := eng.Load()
-		if e == nil {
-			return
-		}
-		last := seqs[len(seqs)-1]
-		mu.Lock()
-		defer mu.Unlock()
-		if violated != "" || last-snap <= bound {
-			return // within the bound whatever was stored since
-		}
-		// Reading snapshots decodes them: only look when the bound is at
-		// stake.
-		it := api.JournalOf(e).Snapshots()
-		for it.Next() {
-			if s := it.Snapshot(); s.Err == nil {
-				snap = max(snap, s.Seq)
-				break
-			}
-		}
-		it.Close()
-		if last-snap > bound {
-			violated = fmt.Sprintf("a crash after seq %d would replay %d records after the newest snapshot (seq %d)", last, last-snap, snap)
-		}
-	})
-	t.Cleanup(func() { api.SetAfterAppendHook(nil) })
 	b := setup(t, func(o *api.Options) { o.Workers = 16; o.SnapshotEvery = snapshotEvery })
-	eng.Store(b.eng)
+	check := watchRestartBound(t, b.eng, snapshotEvery)
 	if err := api.Handle(b.eng, "noop", func(ctx context.Context, d *api.Delivery, in msg) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
@@ -303,11 +270,86 @@ func TestRL12_SustainedLoadKeepsRestartBounded(t *testing.T) {
 		t.Fatalf("enqueue: %v", err)
 	}
 	b.idle()
-	eng.Store(nil)
-	mu.Lock()
-	defer mu.Unlock()
-	if violated != "" {
-		t.Fatalf("RL-12: %s; the bound is SnapshotEvery + one group = %d", violated, bound)
+	check()
+}
+
+// TestRL12_RetryBuriedOfALargeQueueKeepsRestartBounded: RetryBuried of
+// 1500 buried jobs with SnapshotEvery 100 never leaves more than
+// SnapshotEvery + one group to replay after a crash at any append. It
+// used to requeue them all in one decision, appended as one batch
+// (several groups) with no snapshot possible inside it: a crash right
+// after it replayed all 1500 requeues and more.
+func TestRL12_RetryBuriedOfALargeQueueKeepsRestartBounded(t *testing.T) {
+	const every, n = 100, 1500
+	b := setup(t, func(o *api.Options) { o.SnapshotEvery = every })
+	if err := api.Handle(b.eng, "noop", func(ctx context.Context, d *api.Delivery, in msg) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	var last string
+	for i := range n { // not started: nothing is dispatched
+		last = b.enqueue("noop", msg{N: i})
+		if err := b.eng.Bury(b.ctx, last); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.idle()
+	check := watchRestartBound(t, b.eng, every)
+	if k, err := b.eng.RetryBuried(b.ctx, api.QueueDefault); err != nil || k != n {
+		t.Fatalf("RetryBuried = %d, %v; want %d", k, err, n)
+	}
+	b.idle()
+	check()
+	if st, err := b.eng.Status(b.ctx, last); err != nil || st.Status != api.JobPending {
+		t.Fatalf("the last job after RetryBuried: %+v, %v", st, err)
+	}
+}
+
+// watchRestartBound watches every append of e from now on and returns
+// the check that fails t if a crash after one of them would have left
+// more than snapshotEvery + one group of records to replay after the
+// newest snapshot stored by then (RL-12).
+func watchRestartBound(t *testing.T, e *api.Engine, snapshotEvery int) (check func()) {
+	t.Helper()
+	bound := uint64(snapshotEvery + journal.GroupRecordsMaxDefault)
+	var (
+		mu       sync.Mutex
+		snap     uint64 // newest stored snapshot seen so far
+		violated string
+		done     atomic.Bool
+	)
+	api.SetAfterAppendHook(func(seqs []uint64) {
+		if done.Load() {
+			return
+		}
+		last := seqs[len(seqs)-1]
+		mu.Lock()
+		defer mu.Unlock()
+		if violated != "" || last-snap <= bound {
+			return // within the bound whatever was stored since
+		}
+		// Reading snapshots decodes them: only look when the bound is at
+		// stake.
+		it := api.JournalOf(e).Snapshots()
+		for it.Next() {
+			if s := it.Snapshot(); s.Err == nil {
+				snap = max(snap, s.Seq)
+				break
+			}
+		}
+		it.Close()
+		if last-snap > bound {
+			violated = fmt.Sprintf("a crash after seq %d would replay %d records after the newest snapshot (seq %d)", last, last-snap, snap)
+		}
+	})
+	t.Cleanup(func() { api.SetAfterAppendHook(nil) })
+	return func() {
+		t.Helper()
+		done.Store(true)
+		mu.Lock()
+		defer mu.Unlock()
+		if violated != "" {
+			t.Fatalf("RL-12: %s; the bound is SnapshotEvery + one group = %d", violated, bound)
+		}
 	}
 }
 

@@ -323,7 +323,15 @@ func (m *Machine) Requeue(now time.Time, id string) (Decision, error) {
 // step jobs it cannot requeue: those of a workflow that is not running,
 // and those a retry of their workflow replaced.
 func (m *Machine) RequeueBuried(now time.Time, queue string) (Decision, int) {
-	var d Decision
+	d, n, _ := m.RequeueBuriedUpTo(now, queue, 0)
+	return d, n
+}
+
+// RequeueBuriedUpTo is RequeueBuried for at most max jobs (0: every one),
+// the first in enqueue order; more reports whether buried jobs it could
+// requeue are left. A caller requeueing a large queue in decisions of a
+// bounded size lets a snapshot come between them (RL-12).
+func (m *Machine) RequeueBuriedUpTo(now time.Time, queue string, max int) (d Decision, n int, more bool) {
 	var ids []*replay.Job
 	for _, id := range m.st.JobIDs() {
 		j := m.st.Jobs[id]
@@ -332,11 +340,14 @@ func (m *Machine) RequeueBuried(now time.Time, queue string) (Decision, int) {
 		}
 	}
 	sortBySeq(ids)
+	if max > 0 && len(ids) > max {
+		ids, more = ids[:max], true
+	}
 	for _, j := range ids {
 		d.cut() // each requeue is its own unit: any number fits the journal
 		m.emit(&d, j.Stream, requeued(j, now))
 	}
-	return d, len(ids)
+	return d, len(ids), more
 }
 
 // requeued is the job_requeued of buried job j at now: a unique job keeps

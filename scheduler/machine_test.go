@@ -445,19 +445,20 @@ func TestJB7_RequeueAndRequeueBuried(t *testing.T) {
 	d, err = b.m.Requeue(t0, "job_none")
 	refused(t, d, err, ErrNotFound)
 
-	d, n := b.m.RequeueBuried(ts(2*time.Minute), "q")
+	// At most max per decision, the first in enqueue order, saying more
+	// are left (RL-12: Engine.RetryBuried bounds its appends so).
+	d, n, more := b.m.RequeueBuriedUpTo(ts(2*time.Minute), "q", 1)
 	b.take(d)
-	if n != 2 || len(d.Records) != 2 {
-		t.Fatalf("RequeueBuried = %d with %v", n, kinds(d))
+	if n != 1 || !more || len(d.Records) != 1 || d.Records[0].Body.(*record.JobRequeued).JobID != jobs[2] {
+		t.Fatalf("RequeueBuriedUpTo 1 = %d (more %t) with %v", n, more, kinds(d))
 	}
-	// RL-11: each requeue is its own unit, so any number of them fits.
-	if u := d.AllUnits(); !slices.Equal(u, []Unit{{1, 0}, {1, 0}}) {
-		t.Fatalf("RequeueBuried units %v", u)
+	d, n = b.m.RequeueBuried(ts(2*time.Minute), "q")
+	b.take(d)
+	if n != 1 || len(d.Records) != 1 {
+		t.Fatalf("RequeueBuried after it = %d with %v", n, kinds(d))
 	}
-	for i, want := range []string{jobs[2], jobs[3]} {
-		if got := d.Records[i].Body.(*record.JobRequeued); got.JobID != want || got.AvailableAt != ts(2*time.Minute).UnixNano() {
-			t.Fatalf("requeue %d = %+v, want %s", i, got, want)
-		}
+	if got := d.Records[0].Body.(*record.JobRequeued); got.JobID != jobs[3] || got.AvailableAt != ts(2*time.Minute).UnixNano() {
+		t.Fatalf("requeue = %+v, want %s", got, jobs[3])
 	}
 	if j := b.job(jobs[1]); j.Status != replay.JobBuried {
 		t.Fatal("RequeueBuried touched another queue")
