@@ -59,26 +59,33 @@ func fillJournal(b *testBundle, n uint64) {
 		perRound  = 8 // jobs per producer per round; the engine goes idle between rounds
 	)
 	for b.lastSeq() < n {
-		var wg sync.WaitGroup
-		errs := make(chan error, producers)
-		for p := 0; p < producers; p++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := 0; i < perRound; i++ {
-					if _, err := b.eng.Enqueue(b.ctx, "noop", msg{N: i}); err != nil {
-						errs <- err
-						return
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			b.t.Fatalf("enqueue: %v", err)
-		}
+		enqueueConcurrently(b, producers, perRound)
 		b.idle()
+	}
+}
+
+// enqueueConcurrently has producers goroutines enqueue jobs "noop" jobs
+// each, and fails b's test on any refusal.
+func enqueueConcurrently(b *testBundle, producers, jobs int) {
+	b.t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, producers)
+	for p := 0; p < producers; p++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < jobs; i++ {
+				if _, err := b.eng.Enqueue(b.ctx, "noop", msg{N: i}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.t.Fatalf("enqueue: %v", err)
 	}
 }
 
@@ -250,25 +257,7 @@ func TestRL12_SustainedLoadKeepsRestartBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.start()
-	var wg sync.WaitGroup
-	errs := make(chan error, producers)
-	for p := 0; p < producers; p++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < jobs; i++ {
-				if _, err := b.eng.Enqueue(b.ctx, "noop", msg{N: i}); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatalf("enqueue: %v", err)
-	}
+	enqueueConcurrently(b, producers, jobs)
 	b.idle()
 	check()
 }
