@@ -293,6 +293,37 @@ func TestRL12_RetryBuriedOfALargeQueueKeepsRestartBounded(t *testing.T) {
 	}
 }
 
+// TestRL12_DeadlineCheckOfManyWorkflowsKeepsRestartBounded: a deadline
+// check that finds 1500 workflows expired at once (the engine was stopped
+// past their deadlines) fails them in appends between which snapshots
+// come, so that a crash at any of them leaves no more than SnapshotEvery
+// + one group to replay (RL-12); every one still fails by its deadline
+// (WD-5). The check used to expire them all in one decision: 4500 records
+// in one batch.
+func TestRL12_DeadlineCheckOfManyWorkflowsKeepsRestartBounded(t *testing.T) {
+	const every, n = 100, 1500
+	b := setup(t, func(o *api.Options) { o.SnapshotEvery = every; o.DeadlineCheckInterval = time.Hour })
+	wfRegister(t, b.eng, api.NewWorkflow("late").Then("a", wfReturn(nil)).MustCompleteWithin(time.Minute))
+	// The step jobs never start: only the check can fail the workflows.
+	if err := b.eng.PauseQueue(b.ctx, api.QueueDefault); err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = wfDispatch(b, "late", api.State{})
+	}
+	b.clk.Advance(2 * time.Minute)
+	check := watchRestartBound(t, b.eng, every)
+	b.start() // checks once right after startup (WD-6)
+	b.idle()
+	check()
+	for _, id := range ids {
+		if info := wfInfo(b, id); info.Status != api.WorkflowFailed || info.Error != api.MessageDeadlineExceeded {
+			t.Fatalf("workflow %s: %s %q, want failed by its deadline", id, info.Status, info.Error)
+		}
+	}
+}
+
 // watchRestartBound watches every append of e from now on and returns
 // the check that fails t if a crash after one of them would have left
 // more than snapshotEvery + one group of records to replay after the

@@ -1523,18 +1523,32 @@ func (m *Machine) RetryWorkflow(now time.Time, id string) (Decision, error) {
 // CheckDeadlines is the periodic check of WD-5 and WD-6: every running
 // workflow whose deadline_at <= now expires, in id order.
 func (m *Machine) CheckDeadlines(now time.Time) Decision {
-	var d Decision
+	d, _ := m.CheckDeadlinesUpTo(now, 0)
+	return d
+}
+
+// CheckDeadlinesUpTo is CheckDeadlines that stops once its decision holds
+// maxRecords records or more (0: no limit), reporting whether expired
+// workflows are left: the runner goes on with them in its next decision,
+// so that a check expiring thousands of workflows at once (after a long
+// stop) makes appends of a bounded size, between which a snapshot can
+// come (RL-12). The expiries it leaves fail as soon as it goes on, in the
+// same id order.
+func (m *Machine) CheckDeadlinesUpTo(now time.Time, maxRecords int) (d Decision, more bool) {
 	for _, id := range m.st.WorkflowIDs() {
 		w := m.st.Workflows[id]
 		if w == nil || w.Status != replay.WorkflowRunning || w.DeadlineAt == 0 {
 			continue
 		}
 		if deadlines.WorkflowExpired(time.Unix(0, w.DeadlineAt), now) {
+			if maxRecords > 0 && len(d.Records) >= maxRecords {
+				return d, true
+			}
 			d.cut() // each expiry is its own unit
 			m.expire(&d, now, w, DetectedByCheck)
 		}
 	}
-	return d
+	return d, false
 }
 
 // StartDeadlineHandlers decides a deadline_handler_started for every

@@ -286,10 +286,15 @@ type Runner struct {
 	taken      []Result               // the loop's buffer for results
 	handlers   map[uint64]*handlerRun // running on-deadline handlers by expiry
 	checkAt    time.Time              // next deadline check, zero when off
-	drainWait  []chan struct{}
-	idleWait   []chan struct{}
-	quarWait   []chan struct{}
-	execWG     sync.WaitGroup
+	// checkWait is the last seq of a deadline check's decision that left
+	// expiries for the next (RL-12): the check goes on once that seq is
+	// acknowledged, so that the snapshot due after it can be encoded
+	// between the two. 0 when no check is waiting.
+	checkWait uint64
+	drainWait []chan struct{}
+	idleWait  []chan struct{}
+	quarWait  []chan struct{}
+	execWG    sync.WaitGroup
 	// startDelays counts, for each execution, the time from the return
 	// of the append that acknowledged its attempt_started to its start.
 	startDelays delayHistogram
@@ -631,11 +636,19 @@ func (r *Runner) decide(now time.Time) {
 	if !r.dispatch || r.runtime.IsCancelled() {
 		return
 	}
-	if !r.checkAt.IsZero() && !now.Before(r.checkAt) {
+	if !r.checkAt.IsZero() && !now.Before(r.checkAt) && r.checkWait == 0 {
 		// WD-6: checks never overlap: this one is decided in full before
-		// the next is scheduled, one interval later.
-		r.enqueue(r.m.CheckDeadlines(now), nil)
-		r.checkAt = now.Add(r.cfg.DeadlineCheckInterval)
+		// the next is scheduled, one interval later. A check with more
+		// expiries than one batch decides a batch's worth and goes on
+		// once that is acknowledged (checkAt stays due), so that a
+		// snapshot can come between its appends (RL-12).
+		d, more := r.m.CheckDeadlinesUpTo(now, batchRecordsMax)
+		r.enqueue(d, nil)
+		if n := len(d.Records); more && n > 0 {
+			r.checkWait = d.Records[n-1].Seq
+		} else {
+			r.checkAt = now.Add(r.cfg.DeadlineCheckInterval)
+		}
 	}
 	if d := r.m.Dispatch(now); !d.Empty() {
 		r.enqueue(d, nil)
@@ -969,6 +982,9 @@ func (r *Runner) acked(a ack) bool {
 	if n := len(a.b.d.Records); n > 0 {
 		last := a.b.d.Records[n-1].Seq
 		r.m.Acked(last)
+		if r.checkWait != 0 && last >= r.checkWait {
+			r.checkWait = 0 // the check goes on in the decide below
+		}
 		if r.snapWrite != nil && last >= r.snapSeq {
 			write := r.snapWrite
 			r.snapWrite = nil
@@ -1126,7 +1142,7 @@ func (r *Runner) EnableDeadlineChecks(ctx context.Context) error {
 // DisableDeadlineChecks stops the periodic check (shutdown phase 1, SD-12).
 func (r *Runner) DisableDeadlineChecks(ctx context.Context) error {
 	return r.Submit(ctx, func(m *Machine, now time.Time) (Decision, error) {
-		r.checkAt = time.Time{}
+		r.checkAt, r.checkWait = time.Time{}, 0
 		return Decision{}, nil
 	})
 }
@@ -1173,7 +1189,7 @@ func (r *Runner) arm(now time.Time) {
 	if decides {
 		next, ok = r.m.NextDue()
 	}
-	if !r.checkAt.IsZero() && decides && (!ok || r.checkAt.Before(next)) {
+	if !r.checkAt.IsZero() && r.checkWait == 0 && decides && (!ok || r.checkAt.Before(next)) {
 		next, ok = r.checkAt, true
 	}
 	// An event whose subject is gone (a settlement acknowledged within its
@@ -1229,7 +1245,7 @@ func (r *Runner) Note(ctx context.Context, b record.Body) error {
 func (r *Runner) StopAdmission(ctx context.Context) error {
 	return r.call(ctx, func(time.Time) {
 		r.dispatch = false
-		r.checkAt = time.Time{}
+		r.checkAt, r.checkWait = time.Time{}, 0
 	})
 }
 
