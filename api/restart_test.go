@@ -324,6 +324,42 @@ func TestRL12_DeadlineCheckOfManyWorkflowsKeepsRestartBounded(t *testing.T) {
 	}
 }
 
+// TestRL12_SnapshotsAfterAWaitConsumedItsSignal: while a workflow that
+// consumed a signal runs on, snapshots are still written and a restart
+// reads at most SnapshotEvery + one group. Such a workflow's state did not
+// round-trip (an empty signal list against a decoded nil), so every
+// snapshot failed its check and a restart replayed the whole journal.
+func TestRL12_SnapshotsAfterAWaitConsumedItsSignal(t *testing.T) {
+	b := setup(t, func(o *api.Options) { o.SnapshotEvery = api.SnapshotEveryMin })
+	register := func(e *api.Engine) {
+		if err := api.Handle(e, "noop", func(ctx context.Context, d *api.Delivery, in msg) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		wfRegister(t, e, api.NewWorkflow("two").Then("a", wfReturn(nil)).WaitForSignal("go").WaitForSignal("go2").Then("b", wfReturn(nil)))
+	}
+	register(b.eng)
+	b.start()
+	id := wfDispatch(b, "two", api.State{})
+	b.idle()
+	if err := b.eng.Signal(b.ctx, id, "go", nil); err != nil {
+		t.Fatal(err)
+	}
+	b.idle()
+	wfWant(b, id, api.WorkflowWaitingSignal) // on "go2", "go" consumed
+	for i := range 420 {
+		b.enqueue("noop", msg{N: i})
+	}
+	b.idle()
+	if st := b.eng.SnapshotStats(); st.Failed != 0 || st.Written == 0 {
+		t.Fatalf("RL-12: snapshots %+v, want written and none failed", st)
+	}
+	b.reopen(register)
+	bound := uint64(api.SnapshotEveryMin + journal.GroupRecordsMaxDefault)
+	if st := b.eng.Stats(); st.SnapshotSeq == 0 || st.RecordsReplayed > bound {
+		t.Fatalf("RL-12: Open replayed %d records after the snapshot at seq %d, bound %d", st.RecordsReplayed, st.SnapshotSeq, bound)
+	}
+}
+
 // watchRestartBound watches every append of e from now on and returns
 // the check that fails t if a crash after one of them would have left
 // more than snapshotEvery + one group of records to replay after the

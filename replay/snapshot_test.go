@@ -2,6 +2,7 @@ package replay
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -95,6 +96,14 @@ func snapshotOf(t tb, what string, s *State) *State {
 	}
 	checkInvariants(t, got)
 	sameState(t, what, got, s)
+	// The engine writes a snapshot only if its decoding digests as its
+	// bytes do (RL-12): a state whose encoding differs from that of its
+	// own decoding (an empty list where decoding gives nil) never gets
+	// a snapshot.
+	if Digest(got) != sha256.Sum256(enc) {
+		again, _ := Encode(got)
+		t.Fatalf("%s: the decoded state encodes differently (%d bytes, %d before): the engine would refuse this snapshot", what, len(again), len(enc))
+	}
 	return got
 }
 
@@ -570,4 +579,21 @@ func TestRL6_DecodeRefusesInconsistentSnapshots(t *testing.T) {
 			t.Errorf("%s: Decode = %v, want a corrupt snapshot error containing %s", c.name, err, c.want)
 		}
 	}
+}
+
+// RL-12: a workflow whose step consumed its only stored signal keeps a
+// state whose snapshot round-trips: consuming left an empty signal list,
+// which encodes apart from the nil a decoding gives, so the engine's
+// round-trip check refused every snapshot while such a workflow ran, and
+// a restart replayed the whole journal.
+func TestRL12_SnapshotAfterASignalIsConsumed(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.startWorkflow("wf_1", 3)
+	b.add("wf_1", &record.SignalReceived{WorkflowID: "wf_1", Name: "go"})
+	b.add("wf_1", &record.StepCompleted{WorkflowID: "wf_1", Step: 0, Next: 1, Consumed: []uint64{b.s.LastSeq}})
+	if w := b.s.Workflows["wf_1"]; w.Step != 1 || len(w.Signals) != 0 {
+		t.Fatalf("after the step: step %d, signals %v", w.Step, w.Signals)
+	}
+	snapshotOf(t, "after its only signal was consumed", b.s)
 }
