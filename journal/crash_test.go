@@ -344,3 +344,29 @@ func TestRL2_FailedCommitAcknowledgesNothing(t *testing.T) { // RL-1, RL-2
 		t.Fatalf("Wait past the last synced seq: %d, %v; want ErrFailStop", s, err)
 	}
 }
+
+// TestRL2_FailedCommitCreatingAStoreFailStopsOpen fails the WAL from the
+// start, so that creating a new journal's metadata fails its commit:
+// Open returns ErrFailStop (RL-2, §2.3) instead of letting Pebble's fatal
+// panic out into the caller's goroutine, which it used to: the commit ran
+// outside the guard that recovers it.
+func TestRL2_FailedCommitCreatingAStoreFailStopsOpen(t *testing.T) { // RL-2
+	t.Parallel()
+	fs := errorfs.Wrap(vfs.NewMem(), walInjector("db"))
+	var (
+		j        *Journal
+		err      error
+		panicked any
+	)
+	func() {
+		defer func() { panicked = recover() }()
+		j, err = Open("db", Options{FS: fs, Clock: clocktest.New(epoch)})
+	}()
+	if panicked != nil {
+		t.Fatalf("Open panicked with %T %v", panicked, panicked)
+	}
+	if !errors.Is(err, ErrFailStop) {
+		t.Fatalf("Open on a store whose first commit fails: %v, want ErrFailStop", err)
+	}
+	_ = j // fail-stopped: its store may still run, and nothing calls into it again
+}

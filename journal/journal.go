@@ -406,7 +406,9 @@ func openStore(dir string, o Options, lock *pebble.Lock, format pebble.FormatMaj
 		return nil
 	})
 	if err == nil {
-		err = j.load()
+		// Guarded: creating a store commits its metadata, and a commit
+		// that fails is fatal to Pebble, which panics (§2.3).
+		err = guard(j.load)
 	}
 	if err == nil && !o.ReadOnly {
 		// Only a store that load found to be a journal is changed: it is
