@@ -46,7 +46,8 @@ func arbitraryRecord(t *rapid.T, s *State) record.Record {
 		return rapid.Int32Range(0, 2).Draw(t, "step")
 	}
 	kinds := append([]record.Kind{0, record.KindWorkflowStarted, record.KindStepCompleted, record.Kind(999),
-		record.KindWorkflowCompleted, record.KindWorkflowFailed, record.KindWorkflowCancelled, record.KindWorkflowRetried}, jobKinds...)
+		record.KindWorkflowCompleted, record.KindWorkflowFailed, record.KindWorkflowCancelled, record.KindWorkflowRetried,
+		record.KindSignalReceived}, jobKinds...)
 	var body record.Body
 	switch k := rapid.SampledFrom(kinds).Draw(t, "kind"); k {
 	case 0:
@@ -60,12 +61,29 @@ func arbitraryRecord(t *rapid.T, s *State) record.Record {
 			WorkflowID: wf, Step: wfStep(wf),
 		}
 	case record.KindWorkflowStarted:
-		body = &record.WorkflowStarted{WorkflowID: rapid.SampledFrom(wfs).Draw(t, "workflow"), Name: "w",
+		b := &record.WorkflowStarted{WorkflowID: rapid.SampledFrom(wfs).Draw(t, "workflow"), Name: "w",
 			Steps: rapid.Int32Range(0, 2).Draw(t, "steps")}
+		if rapid.Bool().Draw(t, "child") {
+			b.ParentID, b.Inherited = rapid.SampledFrom(wfs).Draw(t, "parent"), true
+			b.InheritedQueue = rapid.SampledFrom([]string{"", "q"}).Draw(t, "inherited_queue")
+			b.InheritedPriority = rapid.Uint8Range(0, 4).Draw(t, "inherited_priority")
+			b.InheritedMaxAttempts = rapid.Int32Range(0, 100).Draw(t, "inherited_max_attempts")
+		}
+		body = b
+	case record.KindSignalReceived:
+		body = &record.SignalReceived{WorkflowID: rapid.SampledFrom(wfs).Draw(t, "workflow"), Name: "go"}
 	case record.KindStepCompleted:
 		wf := rapid.SampledFrom(wfs).Draw(t, "workflow")
 		step := wfStep(wf)
-		body = &record.StepCompleted{WorkflowID: wf, Step: step, Next: step + 1}
+		b := &record.StepCompleted{WorkflowID: wf, Step: step, Next: step + 1}
+		if w := s.Workflows[wf]; w != nil { // consume some of its stored signals
+			for _, sg := range w.Signals {
+				if rapid.Bool().Draw(t, "consume") {
+					b.Consumed = append(b.Consumed, sg.Seq)
+				}
+			}
+		}
+		body = b
 	case record.KindWorkflowCompleted:
 		body = &record.WorkflowCompleted{WorkflowID: rapid.SampledFrom(wfs).Draw(t, "workflow"), ArchiveBuried: rapid.Bool().Draw(t, "archive")}
 	case record.KindWorkflowFailed:
@@ -73,7 +91,7 @@ func arbitraryRecord(t *rapid.T, s *State) record.Record {
 	case record.KindWorkflowCancelled:
 		body = &record.WorkflowCancelled{WorkflowID: rapid.SampledFrom(wfs).Draw(t, "workflow"), ArchiveBuried: rapid.Bool().Draw(t, "archive")}
 	case record.KindWorkflowRetried:
-		body = &record.WorkflowRetried{WorkflowID: rapid.SampledFrom(wfs).Draw(t, "workflow")}
+		body = &record.WorkflowRetried{WorkflowID: rapid.SampledFrom(wfs).Draw(t, "workflow"), DropOutputs: rapid.Bool().Draw(t, "drop_outputs")}
 	case record.KindAttemptStarted:
 		body = &record.AttemptStarted{JobID: id(), Attempt: rapid.Int32Range(-1, 4).Draw(t, "attempt"), StartAt: i64("s")}
 	case record.KindAttemptSucceeded:
@@ -87,7 +105,7 @@ func arbitraryRecord(t *rapid.T, s *State) record.Record {
 	case record.KindJobBuried:
 		body = &record.JobBuried{JobID: id(), Code: str("code"), Error: str("error"), Final: rapid.Bool().Draw(t, "final")}
 	case record.KindJobRequeued:
-		body = &record.JobRequeued{JobID: id(), AvailableAt: i64("available_at")}
+		body = &record.JobRequeued{JobID: id(), AvailableAt: i64("available_at"), KeepKey: rapid.Bool().Draw(t, "keep_key")}
 	case record.KindRunStarted:
 		body = &record.RunStarted{RunID: str("run"), At: i64("at")}
 	case record.KindShutdownReport:
