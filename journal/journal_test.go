@@ -875,10 +875,14 @@ func TestGroupCommit(t *testing.T) { // RL-1, RL-3
 	held, release := holdSync(g)
 	defer release()
 	res := make(chan []uint64, 33)
-	go func() { res <- mustAppend(t, j, debugRec("wf_first", "first")) }()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // joined with the 32 below before res is read
+		defer wg.Done()
+		res <- mustAppend(t, j, debugRec("wf_first", "first"))
+	}()
 	<-held
 	// 32 appends queue up behind the held sync and then commit as one group.
-	var wg sync.WaitGroup
 	for i := range 32 {
 		wg.Add(1)
 		go func() {
