@@ -318,18 +318,12 @@ func (m *Machine) Requeue(now time.Time, id string) (Decision, error) {
 	return d, nil
 }
 
-// RequeueBuried decides a job_requeued for every buried job of queue, in
-// enqueue order, and returns how many it requeued (JB-7). It skips the
-// step jobs it cannot requeue: those of a workflow that is not running,
-// and those a retry of their workflow replaced.
-func (m *Machine) RequeueBuried(now time.Time, queue string) (Decision, int) {
-	d, n, _ := m.RequeueBuriedUpTo(now, queue, 0)
-	return d, n
-}
-
-// RequeueBuriedUpTo is RequeueBuried for at most max jobs (0: every one),
-// the first in enqueue order; more reports whether buried jobs it could
-// requeue are left. A caller requeueing a large queue in decisions of a
+// RequeueBuriedUpTo decides a job_requeued for the buried jobs of queue,
+// at most max of them (0: every one), the first in enqueue order, and
+// returns how many it requeued (JB-7); more reports whether buried jobs it
+// could requeue are left. It skips the step jobs it cannot requeue: those
+// of a workflow that is not running, and those a retry of their workflow
+// replaced. A caller requeueing a large queue in decisions of a
 // bounded size lets a snapshot come between them (RL-12).
 func (m *Machine) RequeueBuriedUpTo(now time.Time, queue string, max int) (d Decision, n int, more bool) {
 	var ids []*replay.Job

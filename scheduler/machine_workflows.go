@@ -1520,15 +1520,10 @@ func (m *Machine) RetryWorkflow(now time.Time, id string) (Decision, error) {
 	return d, nil
 }
 
-// CheckDeadlines is the periodic check of WD-5 and WD-6: every running
-// workflow whose deadline_at <= now expires, in id order.
-func (m *Machine) CheckDeadlines(now time.Time) Decision {
-	d, _ := m.CheckDeadlinesUpTo(now, 0)
-	return d
-}
-
-// CheckDeadlinesUpTo is CheckDeadlines that stops once its decision holds
-// maxRecords records or more (0: no limit), reporting whether expired
+// CheckDeadlinesUpTo is the periodic check of WD-5 and WD-6: every running
+// workflow whose deadline_at <= now expires, in id order. It stops once
+// its decision holds maxRecords records or more (0: no limit), reporting
+// whether expired
 // workflows are left: the runner goes on with them in its next decision,
 // so that a check expiring thousands of workflows at once (after a long
 // stop) makes appends of a bounded size, between which a snapshot can
