@@ -1523,11 +1523,10 @@ func (m *Machine) RetryWorkflow(now time.Time, id string) (Decision, error) {
 // CheckDeadlinesUpTo is the periodic check of WD-5 and WD-6: every running
 // workflow whose deadline_at <= now expires, in id order. It stops once
 // its decision holds maxRecords records or more (0: no limit), reporting
-// whether expired
-// workflows are left: the runner goes on with them in its next decision,
-// so that a check expiring thousands of workflows at once (after a long
-// stop) makes appends of a bounded size, between which a snapshot can
-// come (RL-12). The expiries it leaves fail as soon as it goes on, in the
+// whether expired workflows are left: the runner goes on with them in its
+// next decision, so that a check expiring thousands of workflows at once
+// (after a long stop) makes appends of a bounded size, between which a
+// snapshot can come (RL-12). The expiries it leaves fail as soon as it goes on, in the
 // same id order.
 func (m *Machine) CheckDeadlinesUpTo(now time.Time, maxRecords int) (d Decision, more bool) {
 	for _, id := range m.st.WorkflowIDs() {
