@@ -17,7 +17,8 @@
 // stores names, so register the same names in every process that opens it.
 // [Engine.Enqueue] adds a job and [Engine.Dispatch] starts a workflow; both
 // return an id once the record is synced. [Engine.Status] reads a job,
-// [Engine.Workflow] a workflow, completed ones included.
+// [Engine.Workflow] a workflow, completed ones included; [Engine.AwaitJob]
+// and [Engine.AwaitWorkflow] block until one has ended its run.
 //
 //	eng, err := api.Open(ctx, api.Options{Dir: "data"})
 //	if err != nil {

@@ -281,6 +281,46 @@ func ExampleEngine_Status() {
 	// true
 }
 
+// AwaitJob blocks until a job is completed or buried, and returns its
+// status. Here the first attempt fails and the retry, due a backoff
+// later on the example's manual clock, succeeds.
+func ExampleEngine_AwaitJob() {
+	ctx := context.Background()
+	opts, clk := exampleOptions()
+	eng, err := api.Open(ctx, opts)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer eng.Close(ctx)
+	var calls atomic.Int32
+	if err := api.Handle(eng, "charge", func(ctx context.Context, d *api.Delivery, in greeting) error {
+		if calls.Add(1) == 1 {
+			return api.Retryable("GATEWAY_BUSY", errors.New("gateway busy"))
+		}
+		return nil
+	}); err != nil {
+		log.Fatal(err)
+	}
+	id, err := eng.Enqueue(ctx, "charge", greeting{Name: "Ada"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := eng.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	if err := eng.WaitIdle(ctx); err != nil {
+		log.Fatal(err)
+	}
+	clk.Advance(time.Minute) // past the retry's backoff
+	job, err := eng.AwaitJob(ctx, id)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(job.Status, job.Attempts, job.LastCode)
+	// Output:
+	// completed 2 GATEWAY_BUSY
+}
+
 func ExampleEngine_Start() {
 	ctx := context.Background()
 	opts, _ := exampleOptions()

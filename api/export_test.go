@@ -102,3 +102,7 @@ var ErrQueuesWithheld = errQueuesWithheld
 // SetDrainJoinHook sets testHookDrainJoin; nil clears it. Tests using it
 // must not run in parallel.
 func SetDrainJoinHook(f func()) { testHookDrainJoin = f }
+
+// Watchers returns how many AwaitJob and AwaitWorkflow calls are waiting
+// on a stream.
+func Watchers(e *Engine) int { return e.r.Watchers() }

@@ -41,6 +41,8 @@ func TestNilContext_RefusedByEveryCallAppendingNothing(t *testing.T) {
 		{"Signal", func() error { return b.eng.Signal(nilCtx, wid, "go", nil) }},
 		{"Status", func() error { _, err := b.eng.Status(nilCtx, jid); return err }},
 		{"Workflow", func() error { _, err := b.eng.Workflow(nilCtx, wid); return err }},
+		{"AwaitJob", func() error { _, err := b.eng.AwaitJob(nilCtx, jid); return err }},
+		{"AwaitWorkflow", func() error { _, err := b.eng.AwaitWorkflow(nilCtx, wid); return err }},
 		{"Bury", func() error { return b.eng.Bury(nilCtx, jid) }},
 		{"Retry", func() error { return b.eng.Retry(nilCtx, jid) }},
 		{"RetryBuried", func() error { _, err := b.eng.RetryBuried(nilCtx, api.QueueDefault); return err }},

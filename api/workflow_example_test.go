@@ -447,3 +447,30 @@ func ExampleSimLive() {
 	// jobs: 1 the delayed one: true
 	// workflows: 1 the waiting one: true
 }
+
+// AwaitWorkflow blocks until a workflow completes, fails or is cancelled.
+// Here another goroutine waits while the workflow waits for its signal.
+func ExampleEngine_AwaitWorkflow() {
+	ctx := context.Background()
+	eng, _ := wfExampleEngine()
+	defer eng.Close(ctx)
+	ship := func(ctx context.Context, d *api.Delivery, st api.State) (api.State, error) {
+		return api.State{"shipped": true}, nil
+	}
+	wfMust(eng.Register(api.NewWorkflow("order").WaitForSignal("paid").Then("ship", ship)))
+	wfMust(eng.Start(ctx))
+	id, err := eng.Dispatch(ctx, "order", api.State{"order": "A-17"})
+	wfMust(err)
+
+	done := make(chan api.WorkflowInfo)
+	go func() {
+		info, err := eng.AwaitWorkflow(ctx, id)
+		wfMust(err)
+		done <- info
+	}()
+	wfMust(eng.Signal(ctx, id, "paid", nil))
+	info := <-done
+	fmt.Println(info.Status, info.State["shipped"])
+	// Output:
+	// completed true
+}

@@ -304,6 +304,8 @@ type Runner struct {
 	// their forced owner cutoff unsettled and wait for it (Revoke).
 	abortDeferred bool
 	held          map[uint64]*attempt
+	// watch wakes callers waiting for a stream's next record (Watch).
+	watch watches
 }
 
 // NewRunner returns a runner over m. Call Start to begin.
@@ -1027,6 +1029,7 @@ func (r *Runner) acked(a ack) bool {
 	for _, c := range a.b.replies {
 		c <- nil
 	}
+	r.wakeWatchers(a.b.d.Records)
 	r.recycle(a.b)
 	if launched > 0 {
 		// Let the launched executions start before the loop goes on: the

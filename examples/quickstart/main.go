@@ -31,6 +31,9 @@ type report struct {
 	Name string `msgpack:"name"`
 }
 
+// labels names the demo's jobs, in the order it shows them.
+var labels = []string{"email", "flaky", "delayed", "poison"}
+
 // dirDefault is the default of the -dir flag.
 const dirDefault = "quickstart-data"
 
@@ -103,10 +106,21 @@ func run(dir string, out io.Writer, wait time.Duration) (err error) {
 		return err
 	}
 
+	// One AwaitJob per job: each returns once its job is completed or
+	// buried, and a progress line follows every return. None polls.
 	fmt.Fprintln(out, "\nprogress:")
+	waitCtx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	ended := make(chan error, len(labels))
+	for _, label := range labels {
+		go func() {
+			_, err := eng.AwaitJob(waitCtx, ids[label])
+			ended <- err
+		}()
+	}
 	last, settled := "", false
-	deadline := time.Now().Add(wait)
-	for !settled && time.Now().Before(deadline) {
+	var waitErr error
+	for waiting := len(labels); ; waiting-- {
 		line, ok, err := progress(ctx, eng, ids)
 		if err != nil {
 			return err
@@ -116,14 +130,15 @@ func run(dir string, out io.Writer, wait time.Duration) (err error) {
 			fmt.Fprintln(out, "  "+line)
 			last = line
 		}
-		if !settled {
-			time.Sleep(100 * time.Millisecond)
+		if settled || waitErr != nil || waiting == 0 {
+			break
 		}
+		waitErr = <-ended // a job ended, or the wait ran out
 	}
 	fmt.Fprintln(out, "\nsummary:")
 	printJobs(ctx, out, eng, ids)
 	if !settled {
-		return fmt.Errorf("the jobs did not all settle within %v", wait)
+		return fmt.Errorf("the jobs did not all settle within %v: %w", wait, waitErr)
 	}
 	again := "go run ./examples/quickstart"
 	if dir != dirDefault {
@@ -157,7 +172,7 @@ func register(eng *api.Engine) error {
 func progress(ctx context.Context, eng *api.Engine, ids map[string]string) (line string, settled bool, err error) {
 	var parts []string
 	settled = true
-	for _, label := range []string{"email", "flaky", "delayed", "poison"} {
+	for _, label := range labels {
 		j, err := eng.Status(ctx, ids[label])
 		if err != nil {
 			return "", false, fmt.Errorf("status of %s: %w", label, err)
@@ -172,7 +187,7 @@ func progress(ctx context.Context, eng *api.Engine, ids map[string]string) (line
 
 func printJobs(ctx context.Context, out io.Writer, eng *api.Engine, ids map[string]string) {
 	fmt.Fprintf(out, "  %-9s %-32s %-10s %-8s %s\n", "JOB", "ID", "STATUS", "ATTEMPTS", "LAST ERROR")
-	for _, label := range []string{"email", "flaky", "delayed", "poison"} {
+	for _, label := range labels {
 		id, ok := ids[label]
 		if !ok {
 			continue
