@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"runtime"
@@ -15,6 +16,7 @@ import (
 	"github.com/quire-dev/quire/api"
 	"github.com/quire-dev/quire/journal"
 	"github.com/quire-dev/quire/journal/record"
+	"github.com/quire-dev/quire/qctl"
 	"github.com/quire-dev/quire/replay"
 	"github.com/quire-dev/quire/shutdown"
 )
@@ -233,7 +235,7 @@ func TestDL18_ForceReturnsOnceAttemptsHaveTheirReason(t *testing.T) {
 
 func TestSD37_NeverYieldingHandlerIsIncomplete(t *testing.T) {
 	b := setup(t, func(o *api.Options) { o.ShutdownTimeout = 4 * time.Second })
-	_, _, res := shutdownBlocked(b)
+	d, _, res := shutdownBlocked(b)
 	awaitInitiated(b.eng)
 	b.clk.Advance(5 * time.Second) // past Hr = 4 s
 	err := <-res
@@ -247,6 +249,41 @@ func TestSD37_NeverYieldingHandlerIsIncomplete(t *testing.T) {
 	// The same result again, and Close keeps its contract.
 	if err2 := b.eng.Shutdown(b.ctx); err2 != err {
 		t.Fatalf("second shutdown: %v, want %v", err2, err)
+	}
+	// The attempt was left without a settlement (the clock passed Hr at
+	// once): qctl says so, and its jobs listing names the job.
+	var out, errb bytes.Buffer
+	qctl.Main(b.ctx, []string{"-d", b.opts.Dir, "shutdowns"}, qctl.Env{Stdout: &out, Stderr: &errb, FS: b.fs, Now: b.clk.Now()})
+	if !strings.Contains(out.String(), "1 attempt left without a settlement (unresolved)") {
+		t.Fatalf("qctl shutdowns does not say the attempt was left unsettled:\n%s%s", out.String(), errb.String())
+	}
+	out.Reset()
+	qctl.Main(b.ctx, []string{"-d", b.opts.Dir, "jobs", "--status", "processing"}, qctl.Env{Stdout: &out, Stderr: &errb, FS: b.fs, Now: b.clk.Now()})
+	if !strings.Contains(out.String(), d.JobID()) {
+		t.Fatalf("qctl jobs --status processing does not name job %s:\n%s%s", d.JobID(), out.String(), errb.String())
+	}
+}
+
+// TestSD37_QctlNamesTheAttemptsAShutdownAbandoned: the report of a
+// shutdown whose handler never returned only counts it; qctl shutdowns
+// names its job, from the settlement that abandoned it (DL-26).
+func TestSD37_QctlNamesTheAttemptsAShutdownAbandoned(t *testing.T) {
+	b := setup(t, func(o *api.Options) { o.ShutdownTimeout = 30 * time.Second })
+	d, release, res := shutdownBlocked(b)
+	defer close(release)
+	awaitInitiated(b.eng)
+	for range 310 {
+		b.clk.Advance(100 * time.Millisecond)
+		_ = api.Sync(b.eng) // fails once the loop has stopped
+	}
+	if err := <-res; !errors.Is(err, shutdown.ErrIncomplete) {
+		t.Fatalf("shutdown: %v, want ErrIncomplete", err)
+	}
+	var out, errb bytes.Buffer
+	code := qctl.Main(b.ctx, []string{"-d", b.opts.Dir, "shutdowns"}, qctl.Env{Stdout: &out, Stderr: &errb, FS: b.fs, Now: b.clk.Now()})
+	_, abandoned, _ := strings.Cut(out.String(), "abandoned attempts:")
+	if code != qctl.ExitFindings || !strings.Contains(abandoned, d.JobID()) {
+		t.Fatalf("qctl shutdowns: exit %d, want %d naming job %s as abandoned:\n%s%s", code, qctl.ExitFindings, d.JobID(), out.String(), errb.String())
 	}
 }
 

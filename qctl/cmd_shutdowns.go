@@ -2,9 +2,11 @@ package qctl
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
+	"github.com/quire-dev/quire/journal"
 	"github.com/quire-dev/quire/journal/record"
 )
 
@@ -15,7 +17,11 @@ func (c *shutdownsCmd) Help() string {
 whether it was forced, elapsed time against the budget, the phases with their graceful
 and forced outcomes and durations, the report's actions, counters and resource evidence
 (SD-27..SD-30). A run without a report ended without one (a crash or kill), or is still
-running.
+running. The report only counts what did not finish; below it, shutdowns names the
+attempts settled during the shutdown whose handlers had not returned (abandoned, DL-26:
+the handlers a quarantined count stands for, SD-37), points at those it left without a
+settlement (unresolved: redelivered at the next start, DL-44), and lists the engine's
+debug records of the shutdown (failed or abandoned close calls, SD-28).
 
 shutdowns exits 1 when a shutdown it lists did not succeed: its report's completion is
 failed or incomplete (SD-30: only graceful_completed and forced_completed are success),
@@ -47,6 +53,36 @@ type runView struct {
 	Report    *record.ShutdownReport
 	ReportSeq uint64
 	ReportAt  int64
+
+	// What the shutdown left behind, from its initiation to its report
+	// (or the run's end): the attempts whose execution had not returned
+	// when they were settled (DL-26), and the engine's debug records
+	// (SD-28: failures and abandoned close calls go there, not in the
+	// report). An Incomplete report counts them; these name them.
+	Abandoned   []abandonedView
+	Diagnostics []diagnosticView
+}
+
+// abandonedView is the settlement of an attempt whose execution was
+// abandoned during a shutdown.
+type abandonedView struct {
+	Seq     uint64
+	At      int64
+	Kind    record.Kind
+	Job     string
+	Token   uint64
+	Reason  string
+	Scope   string
+	Joined  bool
+	Cleanup string
+	Stream  string
+}
+
+// diagnosticView is a debug record of the engine stream.
+type diagnosticView struct {
+	Seq                    uint64
+	At                     int64
+	Subject, Code, Message string
 }
 
 type phaseView struct {
@@ -127,13 +163,57 @@ func runsOf(x *runCtx, dir string) ([]*runView, string, error) {
 		case *record.ShutdownReport:
 			v := cur(r)
 			v.Report, v.ReportSeq, v.ReportAt = b, r.Seq, r.At
+		case *record.Debug:
+			if v := cur(r); v.Initiated != nil && v.Report == nil {
+				v.Diagnostics = append(v.Diagnostics, diagnosticView{Seq: r.Seq, At: r.At, Subject: b.Subject, Code: b.Code, Message: b.Message})
+			}
 		}
 	}
 	if err := it.Err(); err != nil {
 		return nil, "", readError(j, err)
 	}
+	for i, v := range runs {
+		if v.Initiated == nil {
+			continue
+		}
+		end := uint64(math.MaxUint64)
+		switch {
+		case v.Report != nil:
+			end = v.ReportSeq
+		case i+1 < len(runs):
+			end = runs[i+1].StartSeq
+		}
+		if err := v.findAbandoned(j, end); err != nil {
+			return nil, "", readError(j, err)
+		}
+	}
 	return runs, j.Dir(), nil
 }
+
+// findAbandoned collects the settlements from v's initiation to end whose
+// execution was abandoned. Records of a stream set aside as damaged are
+// skipped: the other commands report that damage.
+func (v *runView) findAbandoned(j *journal.Journal, end uint64) error {
+	it := j.ScanQuarantining(v.InitSeq, end)
+	defer it.Close()
+	for it.Next() {
+		if it.Damaged() != nil {
+			continue
+		}
+		r := it.Record()
+		o := record.OutcomeOf(r.Body)
+		if o == nil || o.Execution != executionAbandoned {
+			continue
+		}
+		v.Abandoned = append(v.Abandoned, abandonedView{Seq: r.Seq, At: r.At, Kind: r.Kind(), Job: o.JobID,
+			Token: o.Token, Reason: o.Reason, Scope: o.Scope, Joined: o.Joined, Cleanup: o.Cleanup, Stream: r.Stream})
+	}
+	return it.Err()
+}
+
+// executionAbandoned is Outcome.Execution of an attempt whose execution
+// had not returned by its cutoff (DL-26), as the engine writes it.
+const executionAbandoned = "abandoned"
 
 // verdict says in one line how a run ended.
 func (v *runView) verdict(newest bool) string {
@@ -303,6 +383,36 @@ func (v *runView) print(x *runCtx, newest bool) error {
 		for i, comp := range r.ActionComponents {
 			t.row(fmt.Sprint(i+1), fmt.Sprint(at(r.ActionPhases, i)), comp, at(r.ActionGraceful, i), at(r.ActionForced, i))
 		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+	}
+	base := v.InitAt
+	if v.Initiated != nil {
+		base = v.Initiated.StartAt
+	}
+	if len(v.Abandoned) > 0 {
+		fmt.Fprintf(out, "\nabandoned attempts: their handler had not returned when they were settled (DL-26)\n")
+		t := newTable(out, "SEQ", "AT", "JOB", "TOKEN", "SETTLED AS", "REASON", "SCOPE", "RETURNED", "CLEANUP")
+		for _, a := range v.Abandoned {
+			t.row(fmt.Sprint(a.Seq), fmtRel(a.At, base), a.Job, fmt.Sprint(a.Token), a.Kind.String(), orDash(a.Reason),
+				orDash(a.Scope), yesNo(a.Joined), orDash(a.Cleanup))
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+	}
+	if r := v.Report; r != nil && r.Unresolved > 0 {
+		fmt.Fprintf(out, "\n%d attempt%s left without a settlement (unresolved): the next start delivers %s again (DL-44);\n"+
+			"until then, qctl jobs --status processing names %s\n", r.Unresolved, plural(int(r.Unresolved)),
+			pick(r.Unresolved == 1, "it", "them"), pick(r.Unresolved == 1, "its job", "their jobs"))
+	}
+	if len(v.Diagnostics) > 0 {
+		fmt.Fprintf(out, "\ndiagnostics (debug records)\n")
+		t := newTable(out, "SEQ", "AT", "SUBJECT", "CODE", "MESSAGE")
+		for _, d := range v.Diagnostics {
+			t.row(fmt.Sprint(d.Seq), fmtRel(d.At, base), d.Subject, d.Code, truncate(d.Message, 96))
+		}
 		return t.flush()
 	}
 	return nil
@@ -340,6 +450,19 @@ func (v *runView) json(newest bool) object {
 		phases = append(phases, po)
 	}
 	o = append(o, member{"phases", phases})
+	if v.Initiated != nil {
+		abandoned := make([]object, 0, len(v.Abandoned))
+		for _, a := range v.Abandoned {
+			abandoned = append(abandoned, object{{"seq", a.Seq}, {"at", jsonTime(a.At)}, {"stream", a.Stream}, {"job_id", a.Job},
+				{"token", a.Token}, {"kind", a.Kind.String()}, {"reason", a.Reason}, {"scope", a.Scope},
+				{"joined", a.Joined}, {"cleanup", a.Cleanup}})
+		}
+		diags := make([]object, 0, len(v.Diagnostics))
+		for _, d := range v.Diagnostics {
+			diags = append(diags, object{{"seq", d.Seq}, {"at", jsonTime(d.At)}, {"subject", d.Subject}, {"code", d.Code}, {"message", d.Message}})
+		}
+		o = append(o, member{"abandoned", abandoned}, member{"diagnostics", diags})
+	}
 	if r := v.Report; r != nil {
 		deps := object{}
 		for i, name := range dependencyNames {
@@ -361,4 +484,12 @@ func (v *runView) json(newest bool) object {
 		}})
 	}
 	return o
+}
+
+// pick returns a if cond, else b.
+func pick(cond bool, a, b string) string {
+	if cond {
+		return a
+	}
+	return b
 }

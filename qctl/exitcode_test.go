@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -282,6 +283,90 @@ func TestSD33_InspectLastShutdownWithoutReportIsNotSuccess(t *testing.T) {
 		if want := `"last_shutdown":{"run_id":"run_01KE4Z6R00000000000000R3","completion":"","forced":false,"trigger":"sigterm",` +
 			`"initiated_at":"2026-01-05T12:00:00Z","budget_ns":30000000000}`; !strings.Contains(stdout, want) {
 			t.Errorf("restart %t: inspect --json does not say %s:\n%s", restart, want, stdout)
+		}
+	}
+}
+
+// TestSD37_ShutdownsNamesAbandonedAttempts: an Incomplete report counts
+// the attempts whose handlers did not return (SD-25, SD-37); shutdowns
+// names them, from the settlements between the shutdown's initiation and
+// its report whose execution was abandoned (DL-26), and lists the debug
+// records of that window (SD-28: a close call abandoned), and points at
+// the attempts it left unsettled (DL-44). An attempt
+// abandoned before the shutdown (a delivery timeout) is not the
+// shutdown's, and one that returned is not listed.
+func TestSD37_ShutdownsNamesAbandonedAttempts(t *testing.T) {
+	t.Parallel()
+	fs := vfs.NewMem()
+	f := newFx(t, fs, fixtureDir)
+	f.append(nil, rec(engine, &record.RunStarted{RunID: "run_01KE4Z6R00000000000000R1", Version: "0.1.0", At: f.now()}))
+	const early, stuck, fine = "job_01KE4Z6R0000000000000EA1", "job_01KE4Z6R0000000000000ST1", "job_01KE4Z6R0000000000000FN1"
+	f.append(nil, f.enqueue(early, early, "report", "default", 0, 0, nil),
+		f.enqueue(stuck, stuck, "export", "default", 0, 0, nil), f.enqueue(fine, fine, "email", "default", 0, 0, nil))
+	tokEarly := f.start(early, early, 1)
+	f.at(time.Second)
+	f.append(nil, rec(early, &record.AttemptReleased{Outcome: record.Outcome{JobID: early, Token: tokEarly,
+		Reason: "delivery_timeout", Execution: "abandoned", Scope: "closed"}, AvailableAt: f.now()}))
+	tokStuck := f.start(stuck, stuck, 1)
+	tokFine := f.start(fine, fine, 1)
+
+	f.at(10 * time.Second)
+	start := f.now()
+	f.append(nil, rec(engine, &record.ShutdownInitiated{Trigger: "sigterm", StartAt: start, TotalNanos: int64(30 * time.Second),
+		GracefulAt: start + int64(28*time.Second), HardAt: start + int64(30*time.Second)}))
+	f.at(38 * time.Second)
+	f.append(nil, rec(fine, &record.AttemptReleased{Outcome: record.Outcome{JobID: fine, Token: tokFine,
+		Reason: "shutdown_deadline", Joined: true, Execution: "returned", Scope: "closed"}, AvailableAt: f.now()}))
+	stuckSeq := f.next()
+	f.append(nil, rec(stuck, &record.AttemptReleased{Outcome: record.Outcome{JobID: stuck, Token: tokStuck,
+		Reason: "forced_shutdown", Execution: "abandoned", Scope: "quarantined", Cleanup: "HOOK_TIMED_OUT"}, AvailableAt: f.now()}))
+	f.at(39 * time.Second)
+	f.append(nil, rec(engine, &record.Debug{Subject: "db", Code: "SHUTDOWN_CLOSE_ABANDONED", Message: "did not return by its deadline"}))
+	f.at(40 * time.Second)
+	f.append(nil, rec(engine, &record.ShutdownReport{Completion: "incomplete", Forced: true, Trigger: "sigterm", InitiatedAt: start,
+		BudgetNanos: int64(30 * time.Second), ElapsedNanos: int64(30 * time.Second), Released: 2, Unresolved: 2, Quarantined: 1}))
+	// A debug record after the report belongs to no shutdown.
+	f.append(nil, rec(engine, &record.Debug{Subject: "x", Code: "LATER", Message: "after the report"}))
+	f.close()
+
+	code, stdout, stderr := run(t, fs, "-d", fixtureDir, "shutdowns")
+	if code != qctl.ExitFindings {
+		t.Fatalf("shutdowns: exit %d, want %d; stderr %s", code, qctl.ExitFindings, stderr)
+	}
+	_, tail, ok := strings.Cut(stdout, "abandoned attempts:")
+	if !ok {
+		t.Fatalf("shutdowns names no abandoned attempt:\n%s", stdout)
+	}
+	rows := strings.Split(strings.TrimSpace(tail), "\n")
+	if len(rows) < 3 {
+		t.Fatalf("no abandoned attempt listed:\n%s", stdout)
+	}
+	if got := strings.Fields(rows[2]); len(got) != 9 || got[0] != fmt.Sprint(stuckSeq) || got[2] != stuck || got[3] != fmt.Sprint(tokStuck) ||
+		got[4] != "attempt_released" || got[5] != "forced_shutdown" || got[6] != "quarantined" || got[7] != "no" || got[8] != "HOOK_TIMED_OUT" {
+		t.Fatalf("abandoned row %q, want job %s token %d released by forced_shutdown, scope quarantined, not returned:\n%s", rows[2], stuck, tokStuck, stdout)
+	}
+	for _, absent := range []string{early, fine, "LATER"} {
+		if strings.Contains(stdout, absent) {
+			t.Errorf("shutdowns lists %s, which is not the shutdown's:\n%s", absent, stdout)
+		}
+	}
+	if !strings.Contains(stdout, "2 attempts left without a settlement (unresolved): the next start delivers them again (DL-44);\n"+
+		"until then, qctl jobs --status processing names their jobs\n") {
+		t.Errorf("shutdowns does not point at the unresolved attempts:\n%s", stdout)
+	}
+	if !strings.Contains(stdout, "SHUTDOWN_CLOSE_ABANDONED") || !strings.Contains(stdout, "did not return by its deadline") {
+		t.Errorf("shutdowns does not list the shutdown's debug record:\n%s", stdout)
+	}
+
+	_, stdout, _ = run(t, fs, "--json", "-d", fixtureDir, "shutdowns")
+	for _, want := range []string{
+		fmt.Sprintf(`"abandoned":[{"seq":%d,"at":"2026-01-05T10:00:38Z","stream":"%s","job_id":"%s","token":%d,"kind":"attempt_released",`+
+			`"reason":"forced_shutdown","scope":"quarantined","joined":false,"cleanup":"HOOK_TIMED_OUT"}]`, stuckSeq, stuck, stuck, tokStuck),
+		`"diagnostics":[{"seq":`,
+		`"subject":"db","code":"SHUTDOWN_CLOSE_ABANDONED","message":"did not return by its deadline"}]`,
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("shutdowns --json does not say %s:\n%s", want, stdout)
 		}
 	}
 }

@@ -1030,7 +1030,7 @@ func (r *Runner) settleExpired(seq uint64, now time.Time) {
 // so the machine's state is unchanged. It returns the record's seq.
 func annotate(d *Decision, tok uint64, a *attempt, codes []string) uint64 {
 	for _, rec := range d.Records {
-		out := outcomeOf(rec.Body)
+		out := record.OutcomeOf(rec.Body)
 		if out == nil || out.Token != tok {
 			continue
 		}
@@ -1041,20 +1041,6 @@ func annotate(d *Decision, tok uint64, a *attempt, codes []string) uint64 {
 		return rec.Seq
 	}
 	return 0
-}
-
-func outcomeOf(b record.Body) *record.Outcome {
-	switch b := b.(type) {
-	case *record.AttemptSucceeded:
-		return &b.Outcome
-	case *record.AttemptRetryScheduled:
-		return &b.Outcome
-	case *record.AttemptBuried:
-		return &b.Outcome
-	case *record.AttemptReleased:
-		return &b.Outcome
-	}
-	return nil
 }
 
 // unquarantineOrphan takes an execution abandoned by a fail-stop out of

@@ -41,7 +41,7 @@ func (a *memAppender) Append(ctx context.Context, index []IndexEntry, recs []rec
 		<-a.release
 	} else if hold {
 		for _, r := range recs {
-			if outcomeOf(r.Body) != nil {
+			if record.OutcomeOf(r.Body) != nil {
 				a.held <- struct{}{}
 				<-a.release
 				break
@@ -59,7 +59,7 @@ func (a *memAppender) settlements() []record.Record {
 	defer a.mu.Unlock()
 	var out []record.Record
 	for _, r := range a.recs {
-		if outcomeOf(r.Body) != nil {
+		if record.OutcomeOf(r.Body) != nil {
 			out = append(out, r)
 		}
 	}
@@ -533,7 +533,7 @@ func TestDL24_AttemptFirstObservedAtCRunsNothing(t *testing.T) {
 	var execution []string
 	for _, recs := range app.appends {
 		for _, rec := range recs {
-			if o := outcomeOf(rec.Body); o != nil {
+			if o := record.OutcomeOf(rec.Body); o != nil {
 				execution = append(execution, o.Execution)
 			}
 		}
@@ -609,7 +609,7 @@ func TestDL19_ReturnedExecutionsContextEndsWithoutAReason(t *testing.T) {
 		t.Fatalf("the returned execution's context names a reason: %v", cr)
 	}
 	s := b.app.settlements()
-	if len(s) != 1 || outcomeOf(s[0].Body).Reason != "" {
+	if len(s) != 1 || record.OutcomeOf(s[0].Body).Reason != "" {
 		t.Fatalf("settlements %v, want one with no reason", s)
 	}
 }
@@ -655,7 +655,7 @@ func TestDL26_LateReturnDuringCleanupIsFenced(t *testing.T) {
 		if len(s) != 1 {
 			t.Fatalf("%d settlements, want 1", len(s))
 		}
-		if o := outcomeOf(s[0].Body); !o.Joined || o.Execution != executionAbandoned || o.Scope != scopeClosed {
+		if o := record.OutcomeOf(s[0].Body); !o.Joined || o.Execution != executionAbandoned || o.Scope != scopeClosed {
 			t.Fatalf("settlement %+v", *o)
 		}
 	})
@@ -764,7 +764,7 @@ func TestDL23_ReturnBeforeCObservedAfterCIsKept(t *testing.T) {
 	}
 	got, ok := s[0].Body.(*record.AttemptSucceeded)
 	if !ok {
-		t.Fatalf("DL-23: settled %s %+v, want attempt_succeeded", s[0].Kind(), *outcomeOf(s[0].Body))
+		t.Fatalf("DL-23: settled %s %+v, want attempt_succeeded", s[0].Kind(), *record.OutcomeOf(s[0].Body))
 	}
 	if string(got.Output) != "done" || !got.Joined || got.Execution != executionReturned || got.Reason != "delivery_timeout" {
 		t.Fatalf("%+v", got.Outcome)
@@ -815,9 +815,9 @@ func TestDL33_HookReturnedBeforeItsDeadlineObservedLateIsCompleted(t *testing.T)
 	b.observeLate(func() { close(release) }, deadline)
 	s := b.app.settlements()
 	if len(s) != 1 || s[0].Kind() != record.KindAttemptSucceeded {
-		t.Fatalf("settled %s %+v, want attempt_succeeded", s[0].Kind(), *outcomeOf(s[0].Body))
+		t.Fatalf("settled %s %+v, want attempt_succeeded", s[0].Kind(), *record.OutcomeOf(s[0].Body))
 	}
-	if o := outcomeOf(s[0].Body); strings.Join(o.TerminationExits, " ") != "completed" || o.Cleanup != "" {
+	if o := record.OutcomeOf(s[0].Body); strings.Join(o.TerminationExits, " ") != "completed" || o.Cleanup != "" {
 		t.Fatalf("%+v", *o)
 	}
 	if q := b.r.Quarantine(); q.Hooks != 0 {
@@ -845,9 +845,9 @@ func TestDL36_ScopeClosedBeforeEObservedLateIsClosed(t *testing.T) {
 	b.observeLate(func() { close(release) }, ts(deliveryTimeout))
 	s := b.app.settlements()
 	if len(s) != 1 || s[0].Kind() != record.KindAttemptSucceeded {
-		t.Fatalf("settled %s %+v, want attempt_succeeded", s[0].Kind(), *outcomeOf(s[0].Body))
+		t.Fatalf("settled %s %+v, want attempt_succeeded", s[0].Kind(), *record.OutcomeOf(s[0].Body))
 	}
-	if o := outcomeOf(s[0].Body); o.Scope != scopeClosed || o.Cleanup != "" {
+	if o := record.OutcomeOf(s[0].Body); o.Scope != scopeClosed || o.Cleanup != "" {
 		t.Fatalf("%+v", *o)
 	}
 	if q := b.r.Quarantine(); q.Scopes != 0 {
@@ -929,9 +929,9 @@ func retriedFlaky(t *testing.T, b *runnerBundle) *record.Outcome {
 	t.Helper()
 	s := b.app.settlements()
 	if len(s) != 1 || s[0].Kind() != record.KindAttemptRetryScheduled {
-		t.Fatalf("settled %s %+v, want attempt_retry_scheduled", s[0].Kind(), *outcomeOf(s[0].Body))
+		t.Fatalf("settled %s %+v, want attempt_retry_scheduled", s[0].Kind(), *record.OutcomeOf(s[0].Body))
 	}
-	o := outcomeOf(s[0].Body)
+	o := record.OutcomeOf(s[0].Body)
 	if o.Code != "FLAKY" || o.Reason != "" {
 		t.Fatalf("%+v", *o)
 	}

@@ -100,7 +100,7 @@ func TestDL41_OwnerCutoffHandsTheTokenToTheFinalAbort(t *testing.T) {
 	if len(s) != 1 || s[0].Kind() != record.KindAttemptReleased {
 		t.Fatalf("settlements %v", s)
 	}
-	if o := outcomeOf(s[0].Body); o.Code != CodeSettlementRevoked || !o.Joined || o.Scope != scopeTimedOut ||
+	if o := record.OutcomeOf(s[0].Body); o.Code != CodeSettlementRevoked || !o.Joined || o.Scope != scopeTimedOut ||
 		o.Cleanup != CodeScopeCleanupTimedOut || o.Reason != deadlines.ReasonForcedShutdown.String() {
 		t.Fatalf("release %+v", *o)
 	}
@@ -128,7 +128,7 @@ func TestDL41_WithoutDeferralTheOwnerSettles(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := b.app.settlements()
-	if len(s) != 1 || outcomeOf(s[0].Body).Code != CodeScopeCleanupTimedOut {
+	if len(s) != 1 || record.OutcomeOf(s[0].Body).Code != CodeScopeCleanupTimedOut {
 		t.Fatalf("settlements %v", s)
 	}
 }
@@ -148,7 +148,7 @@ func TestDL41_RevokeLetsAnOwnerDueNowSettleFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := b.app.settlements()
-	if len(s) != 1 || outcomeOf(s[0].Body).Code != CodeScopeCleanupTimedOut {
+	if len(s) != 1 || record.OutcomeOf(s[0].Body).Code != CodeScopeCleanupTimedOut {
 		t.Fatalf("settlements %v, want the owner's own", s)
 	}
 }
@@ -582,7 +582,7 @@ func TestDL41_TimedOutAttemptIsNotHeldForTheFinalAbort(t *testing.T) {
 	b.clk.Set(ts(30 * time.Second)) // H: the close is timed out
 	b.sync()
 	s := b.app.settlements()
-	if len(s) != 1 || outcomeOf(s[0].Body).Reason != deadlines.ReasonDeliveryTimeout.String() {
+	if len(s) != 1 || record.OutcomeOf(s[0].Body).Reason != deadlines.ReasonDeliveryTimeout.String() {
 		t.Fatalf("DL-41: settlements %v, want the owner's own, with the timeout", s)
 	}
 	b.inFlight(0)

@@ -101,6 +101,23 @@ type Outcome struct {
 	Scope            string   `msgpack:"scope,omitempty"`
 }
 
+// OutcomeOf returns the Outcome of a settlement body (attempt_succeeded,
+// attempt_retry_scheduled, attempt_buried, attempt_released), or nil for
+// any other body.
+func OutcomeOf(b Body) *Outcome {
+	switch b := b.(type) {
+	case *AttemptSucceeded:
+		return &b.Outcome
+	case *AttemptRetryScheduled:
+		return &b.Outcome
+	case *AttemptBuried:
+		return &b.Outcome
+	case *AttemptReleased:
+		return &b.Outcome
+	}
+	return nil
+}
+
 // AttemptSucceeded settles a successful attempt.
 type AttemptSucceeded struct {
 	Outcome `msgpack:",inline"`
