@@ -176,11 +176,10 @@ func runsOf(x *runCtx, dir string) ([]*runView, string, error) {
 		if v.Initiated == nil {
 			continue
 		}
+		// To the next run: a settlement whose append was in flight may
+		// land after the report.
 		end := uint64(math.MaxUint64)
-		switch {
-		case v.Report != nil:
-			end = v.ReportSeq
-		case i+1 < len(runs):
+		if i+1 < len(runs) {
 			end = runs[i+1].StartSeq
 		}
 		if err := v.findAbandoned(j, end); err != nil {

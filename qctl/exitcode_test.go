@@ -300,15 +300,17 @@ func TestSD37_ShutdownsNamesAbandonedAttempts(t *testing.T) {
 	fs := vfs.NewMem()
 	f := newFx(t, fs, fixtureDir)
 	f.append(nil, rec(engine, &record.RunStarted{RunID: "run_01KE4Z6R00000000000000R1", Version: "0.1.0", At: f.now()}))
-	const early, stuck, fine = "job_01KE4Z6R0000000000000EA1", "job_01KE4Z6R0000000000000ST1", "job_01KE4Z6R0000000000000FN1"
-	f.append(nil, f.enqueue(early, early, "report", "default", 0, 0, nil),
-		f.enqueue(stuck, stuck, "export", "default", 0, 0, nil), f.enqueue(fine, fine, "email", "default", 0, 0, nil))
+	const early, stuck, fine, late = "job_01KE4Z6R0000000000000EA1", "job_01KE4Z6R0000000000000ST1", "job_01KE4Z6R0000000000000FN1",
+		"job_01KE4Z6R0000000000000LT1"
+	f.append(nil, f.enqueue(early, early, "report", "default", 0, 0, nil), f.enqueue(stuck, stuck, "export", "default", 0, 0, nil),
+		f.enqueue(fine, fine, "email", "default", 0, 0, nil), f.enqueue(late, late, "email", "default", 0, 0, nil))
 	tokEarly := f.start(early, early, 1)
 	f.at(time.Second)
 	f.append(nil, rec(early, &record.AttemptReleased{Outcome: record.Outcome{JobID: early, Token: tokEarly,
 		Reason: "delivery_timeout", Execution: "abandoned", Scope: "closed"}, AvailableAt: f.now()}))
 	tokStuck := f.start(stuck, stuck, 1)
 	tokFine := f.start(fine, fine, 1)
+	tokLate := f.start(late, late, 1)
 
 	f.at(10 * time.Second)
 	start := f.now()
@@ -325,7 +327,10 @@ func TestSD37_ShutdownsNamesAbandonedAttempts(t *testing.T) {
 	f.at(40 * time.Second)
 	f.append(nil, rec(engine, &record.ShutdownReport{Completion: "incomplete", Forced: true, Trigger: "sigterm", InitiatedAt: start,
 		BudgetNanos: int64(30 * time.Second), ElapsedNanos: int64(30 * time.Second), Released: 2, Unresolved: 2, Quarantined: 1}))
-	// A debug record after the report belongs to no shutdown.
+	// A settlement whose append was in flight lands after the report: it
+	// is the shutdown's. A debug record after the report is not.
+	f.append(nil, rec(late, &record.AttemptReleased{Outcome: record.Outcome{JobID: late, Token: tokLate,
+		Reason: "forced_shutdown", Execution: "abandoned", Scope: "closed"}, AvailableAt: f.now()}))
 	f.append(nil, rec(engine, &record.Debug{Subject: "x", Code: "LATER", Message: "after the report"}))
 	f.close()
 
@@ -345,6 +350,9 @@ func TestSD37_ShutdownsNamesAbandonedAttempts(t *testing.T) {
 		got[4] != "attempt_released" || got[5] != "forced_shutdown" || got[6] != "quarantined" || got[7] != "no" || got[8] != "HOOK_TIMED_OUT" {
 		t.Fatalf("abandoned row %q, want job %s token %d released by forced_shutdown, scope quarantined, not returned:\n%s", rows[2], stuck, tokStuck, stdout)
 	}
+	if len(rows) < 4 || !strings.Contains(rows[3], late) {
+		t.Errorf("the settlement after the report is not listed:\n%s", stdout)
+	}
 	for _, absent := range []string{early, fine, "LATER"} {
 		if strings.Contains(stdout, absent) {
 			t.Errorf("shutdowns lists %s, which is not the shutdown's:\n%s", absent, stdout)
@@ -361,7 +369,7 @@ func TestSD37_ShutdownsNamesAbandonedAttempts(t *testing.T) {
 	_, stdout, _ = run(t, fs, "--json", "-d", fixtureDir, "shutdowns")
 	for _, want := range []string{
 		fmt.Sprintf(`"abandoned":[{"seq":%d,"at":"2026-01-05T10:00:38Z","stream":"%s","job_id":"%s","token":%d,"kind":"attempt_released",`+
-			`"reason":"forced_shutdown","scope":"quarantined","joined":false,"cleanup":"HOOK_TIMED_OUT"}]`, stuckSeq, stuck, stuck, tokStuck),
+			`"reason":"forced_shutdown","scope":"quarantined","joined":false,"cleanup":"HOOK_TIMED_OUT"},{`, stuckSeq, stuck, stuck, tokStuck),
 		`"diagnostics":[{"seq":`,
 		`"subject":"db","code":"SHUTDOWN_CLOSE_ABANDONED","message":"did not return by its deadline"}]`,
 	} {
