@@ -19,9 +19,12 @@ import (
 // job again. It keeps waiting while the job is pending, delayed, running,
 // retrying or parked (its handler not registered), and while the engine is
 // open but not started (no attempt starts before [Engine.Start] or
-// [Engine.Run]). It returns ErrClosed if the engine closes first, and ctx's
-// error, wrapped, if ctx ends first. An id that names no job returns a
-// *NameError matching ErrNotFound, as Status does.
+// [Engine.Run]). It returns ErrClosed if the engine closes first (also
+// for a job that ended while the engine was closing, before the call read
+// it: [Engine.Status] reports it after the next [Open]), an error matching
+// ErrFailStop if the engine fail-stops, and ctx's error, wrapped, if ctx
+// ends first. An id that names no job returns a *NameError matching
+// ErrNotFound, as Status does.
 func (e *Engine) AwaitJob(ctx context.Context, id string) (Job, error) {
 	if err := checkContext(ctx); err != nil {
 		return Job{}, err
@@ -29,17 +32,24 @@ func (e *Engine) AwaitJob(ctx context.Context, id string) (Job, error) {
 	if err := idError("job", id); err != nil {
 		return Job{}, err
 	}
+	var (
+		out     Job
+		inState bool
+	)
 	err := e.await(ctx, func(m *scheduler.Machine) (string, bool) {
 		j, ok := m.State().Jobs[id]
-		if !ok || j.Status == replay.JobCompleted || j.Status == replay.JobBuried {
-			return "", true
+		if ok && j.Status != replay.JobCompleted && j.Status != replay.JobBuried {
+			return j.Stream, false
 		}
-		return j.Stream, false
+		// Read in the same loop step: a Retry decided in a later one
+		// must not turn the job the wait ended on into a pending one.
+		out, inState = e.jobInState(m, id)
+		return "", true
 	})
-	if err != nil {
-		return Job{}, err
+	if err != nil || inState {
+		return out, err
 	}
-	return e.Status(ctx, id)
+	return e.jobOutOfState(ctx, id)
 }
 
 // AwaitWorkflow blocks until workflow id has ended its run, then returns
@@ -50,8 +60,8 @@ func (e *Engine) AwaitJob(ctx context.Context, id string) (Job, error) {
 //
 // It waits as [Engine.AwaitJob] does, on the workflow's stream: it keeps
 // waiting while the workflow runs, is paused, waits for a signal or for
-// other workflows, or is parked, and returns ErrClosed if the engine
-// closes first and ctx's error, wrapped, if ctx ends first. A workflow
+// other workflows, or is parked, and returns as AwaitJob does when the
+// engine closes or fail-stops or ctx ends first. A workflow
 // parked in a wait is not ended by the clock alone, not even past its
 // deadline (WD-11): a wait for a signal that never comes lasts until
 // [Engine.CancelWorkflow] or the signal, so bound such an AwaitWorkflow
@@ -63,21 +73,27 @@ func (e *Engine) AwaitWorkflow(ctx context.Context, id string) (WorkflowInfo, er
 	if err := idError("workflow", id); err != nil {
 		return WorkflowInfo{}, err
 	}
+	var (
+		info    WorkflowInfo
+		inState bool
+	)
 	err := e.await(ctx, func(m *scheduler.Machine) (string, bool) {
-		w, ok := m.State().Workflows[id]
-		if !ok {
-			return "", true
+		if w, ok := m.State().Workflows[id]; ok {
+			switch w.Status {
+			case replay.WorkflowCompleted, replay.WorkflowCancelled, replay.WorkflowFailed:
+			default:
+				return id, false
+			}
 		}
-		switch w.Status {
-		case replay.WorkflowCompleted, replay.WorkflowCancelled, replay.WorkflowFailed:
-			return "", true
-		}
-		return id, false
+		// Read in the same loop step, as AwaitJob does: a RetryWorkflow
+		// must not turn the failure the wait ended on into a run.
+		info, inState = e.workflowInState(m, id)
+		return "", true
 	})
-	if err != nil {
-		return WorkflowInfo{}, err
+	if err != nil || inState {
+		return info, err
 	}
-	return e.Workflow(ctx, id)
+	return e.finishedWorkflowInfo(id)
 }
 
 // await runs ended on the loop until it reports true. When it reports

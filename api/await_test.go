@@ -236,3 +236,50 @@ func TestAwaitWorkflow_ReturnsAFailedWorkflow(t *testing.T) { // WF-9
 		t.Fatalf("await returned %+v, %v; want the workflow failed", r.v, r.err)
 	}
 }
+
+// The status an Await call returns is the one its wait ended on: an
+// operator's Retry or RetryWorkflow decided just after cannot make it
+// return a job that is pending or processing again, or a running
+// workflow. The status used to be read in a later step of the loop.
+func TestAwait_ReturnsTheStatusItsWaitEndedOnUnderConcurrentRetries(t *testing.T) {
+	b := setup(t, nil)
+	if err := api.Handle(b.eng, "bad", func(ctx context.Context, d *api.Delivery, in msg) error {
+		return api.Permanent("BAD", errors.New("no"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	wfRegister(t, b.eng, api.NewWorkflow("doomed").Then("a", func(ctx context.Context, d *api.Delivery, st api.State) (api.State, error) {
+		return nil, api.Permanent("NOPE", errors.New("x"))
+	}))
+	jid := b.enqueue("bad", msg{})
+	wid := wfDispatch(b, "doomed", nil)
+	b.start()
+	ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
+	defer cancel()
+	stop := make(chan struct{})
+	retried := make(chan struct{}, 2)
+	retry := func(call func() error) {
+		defer func() { retried <- struct{}{} }()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_ = call() // ErrState while the last retry's run is on
+		}
+	}
+	go retry(func() error { return b.eng.Retry(ctx, jid) })
+	go retry(func() error { return b.eng.RetryWorkflow(ctx, wid) })
+	defer func() { close(stop); <-retried; <-retried }()
+	for i := range 1000 {
+		j, err := b.eng.AwaitJob(ctx, jid)
+		if err != nil || j.Status != api.JobBuried {
+			t.Fatalf("await %d: job %s %v; want it buried", i, j.Status, err)
+		}
+		w, err := b.eng.AwaitWorkflow(ctx, wid)
+		if err != nil || w.Status != api.WorkflowFailed {
+			t.Fatalf("await %d: workflow %s %v; want it failed", i, w.Status, err)
+		}
+	}
+}

@@ -137,21 +137,35 @@ func (e *Engine) Status(ctx context.Context, id string) (Job, error) {
 		found bool
 	)
 	err := e.submit(ctx, func(m *scheduler.Machine, now time.Time) (scheduler.Decision, error) {
-		j, ok := m.State().Jobs[id]
-		if !ok {
-			return scheduler.Decision{}, nil
-		}
-		found = true
-		out = jobFromState(j)
-		if j.Status == replay.JobPending {
-			w := m.State().Workflows[j.WorkflowID]
-			out.Parked = e.handler(j.Handler) == nil || w != nil && m.WorkflowParked(w)
-		}
+		out, found = e.jobInState(m, id)
 		return scheduler.Decision{}, nil
 	})
 	if err != nil || found {
 		return out, err
 	}
+	return e.jobOutOfState(ctx, id)
+}
+
+// jobInState reports job id as the machine's state holds it, and false if
+// the state does not hold it (completed, in a quarantined stream, or
+// unknown). It runs on the loop.
+func (e *Engine) jobInState(m *scheduler.Machine, id string) (Job, bool) {
+	j, ok := m.State().Jobs[id]
+	if !ok {
+		return Job{}, false
+	}
+	out := jobFromState(j)
+	if j.Status == replay.JobPending {
+		w := m.State().Workflows[j.WorkflowID]
+		out.Parked = e.handler(j.Handler) == nil || w != nil && m.WorkflowParked(w)
+	}
+	return out, true
+}
+
+// jobOutOfState reports job id, which the state does not hold: from its
+// quarantined stream or the terminal index, neither of which changes
+// while the engine is open.
+func (e *Engine) jobOutOfState(ctx context.Context, id string) (Job, error) {
 	// A stream named id is a job's unless it is a workflow's.
 	if q := e.quarantine.of(id); q != nil && (q.Stream != id || q.Workflow == "") {
 		return e.quarantinedJob(ctx, q, id)

@@ -474,26 +474,38 @@ func (e *Engine) Workflow(ctx context.Context, id string) (WorkflowInfo, error) 
 		found bool
 	)
 	err := e.submit(ctx, func(m *scheduler.Machine, now time.Time) (scheduler.Decision, error) {
-		w, ok := m.State().Workflows[id]
-		if !ok {
-			q := m.State().Quarantined[id]
-			if q == nil || q.Workflow == nil && len(q.Jobs) > 0 {
-				return scheduler.Decision{}, nil
-			}
-			found = true
-			if info = (WorkflowInfo{ID: id}); q.Workflow != nil {
-				info = e.workflowInfo(m, q.Workflow)
-			}
-			info.Status, info.Corrupt = WorkflowCorrupt, e.quarantine.streams[id].Err
-			return scheduler.Decision{}, nil
-		}
-		found = true
-		info = e.workflowInfo(m, w)
+		info, found = e.workflowInState(m, id)
 		return scheduler.Decision{}, nil
 	})
 	if err != nil || found {
 		return info, err
 	}
+	return e.finishedWorkflowInfo(id)
+}
+
+// workflowInState reports workflow id as the machine's state holds it,
+// quarantined ones included, and false if the state does not hold it
+// (completed, cancelled or unknown). It runs on the loop.
+func (e *Engine) workflowInState(m *scheduler.Machine, id string) (WorkflowInfo, bool) {
+	w, ok := m.State().Workflows[id]
+	if ok {
+		return e.workflowInfo(m, w), true
+	}
+	q := m.State().Quarantined[id]
+	if q == nil || q.Workflow == nil && len(q.Jobs) > 0 {
+		return WorkflowInfo{}, false
+	}
+	info := WorkflowInfo{ID: id}
+	if q.Workflow != nil {
+		info = e.workflowInfo(m, q.Workflow)
+	}
+	info.Status, info.Corrupt = WorkflowCorrupt, e.quarantine.streams[id].Err
+	return info, true
+}
+
+// finishedWorkflowInfo reports workflow id from the terminal index, which
+// does not change while the engine is open.
+func (e *Engine) finishedWorkflowInfo(id string) (WorkflowInfo, error) {
 	s, ok, err := e.finishedWorkflow(id)
 	if err != nil {
 		return WorkflowInfo{}, fmt.Errorf("quire: status of workflow %s: %w", id, err)
@@ -502,7 +514,7 @@ func (e *Engine) Workflow(ctx context.Context, id string) (WorkflowInfo, error) 
 		return WorkflowInfo{}, &NameError{Kind: "workflow", Name: id, Err: ErrNotFound}
 	}
 	state, _ := decodeState(s.State)
-	info = WorkflowInfo{
+	info := WorkflowInfo{
 		ID: s.ID, Name: s.Name, Status: WorkflowStatus(s.Status.String()), Step: int(s.Step), Steps: int(s.Steps),
 		State: state, ParentID: s.ParentID, ParentStep: int(s.ParentStep), DeadlineAt: unixOrZero(s.DeadlineAt),
 		Error: s.Error, FailedAt: unixOrZero(s.FailedAt), IdempotencyKey: s.IdempotencyKey,
