@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/quire-dev/quire/journal/record"
+	"github.com/quire-dev/quire/replay"
 )
 
 // Times: people read instants as RFC 3339 UTC with milliseconds, durations
@@ -332,7 +333,18 @@ func renderField(name string, sf reflect.StructField, fv reflect.Value, tf func(
 		f.text, f.json = "["+strings.Join(ds, " ")+"]", ns
 	case fv.Kind() == reflect.Slice && sf.Type.Elem().Kind() == reflect.Uint8 && userValueFields[sf.Name]:
 		f.kind = fieldValue
-		f.text, f.json = userValue(fv.Bytes())
+		b, private := fv.Bytes(), false
+		if sf.Name == "State" && len(b) > 0 {
+			// Keys starting with "_" are stored, never shown (WF-12):
+			// a dispatch's private keys often carry credentials.
+			if pub, err := replay.PublicState(b); err == nil {
+				b, private = pub, len(pub) != len(b)
+			}
+		}
+		f.text, f.json = userValue(b)
+		if private {
+			f.text += " (private keys not shown)"
+		}
 	case sf.Name == "Stack":
 		f.kind = fieldStack
 		f.text, f.json = fmt.Sprintf("<%d lines>", strings.Count(fv.String(), "\n")+1), fv.String()
