@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"time"
@@ -23,11 +24,45 @@ import (
 //
 // A step, a deadline handler and [Engine.Workflow] read the state back
 // as msgpack decodes it into any: an integer comes back as the smallest
-// Go integer type its encoding used (a 3 stored from an int reads as
-// int8), a float as float32 or float64, a nested
-// map as map[string]any, a list as []any, a time as time.Time. Read
-// numbers with a type switch or a conversion, not s["n"].(int).
+// Go integer type its encoding used, signed or not (a 3 stored from an int
+// reads as int8, 200 as uint8, 70000 as uint32), a float as float32 or
+// float64, a nested map as map[string]any, a list as []any, a time as
+// time.Time. Read integers with [State.Int], other numbers with a type
+// switch or a conversion, not s["n"].(int).
 type State map[string]any
+
+// Int returns the integer stored under key, whatever integer type it
+// decoded as, and false if key is absent, holds no integer, or holds an
+// unsigned one above [math.MaxInt64].
+func (s State) Int(key string) (int64, bool) {
+	switch v := s[key].(type) {
+	case int:
+		return int64(v), true
+	case int8:
+		return int64(v), true
+	case int16:
+		return int64(v), true
+	case int32:
+		return int64(v), true
+	case int64:
+		return v, true
+	case uint:
+		if uint64(v) <= math.MaxInt64 {
+			return int64(v), true
+		}
+	case uint8:
+		return int64(v), true
+	case uint16:
+		return int64(v), true
+	case uint32:
+		return int64(v), true
+	case uint64:
+		if v <= math.MaxInt64 {
+			return int64(v), true
+		}
+	}
+	return 0, false
+}
 
 // StepFunc is the handler of a Then or Parallel step: it receives a copy of
 // the workflow's public state and returns the keys to merge into it (WF-3),

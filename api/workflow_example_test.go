@@ -474,3 +474,27 @@ func ExampleEngine_AwaitWorkflow() {
 	// Output:
 	// completed true
 }
+
+// A step reads integers back as msgpack decoded them: State.Int reads
+// any of those types.
+func ExampleState_Int() {
+	ctx := context.Background()
+	eng, _ := wfExampleEngine()
+	defer eng.Close(ctx)
+	count := func(ctx context.Context, d *api.Delivery, st api.State) (api.State, error) {
+		n, ok := st.Int("rows")
+		fmt.Printf("%T %d %v\n", st["rows"], n, ok)
+		return api.State{"doubled": 2 * n}, nil
+	}
+	wfMust(eng.Register(api.NewWorkflow("count").Then("count", count)))
+	wfMust(eng.Start(ctx))
+	id, err := eng.Dispatch(ctx, "count", api.State{"rows": 70000})
+	wfMust(err)
+	info, err := eng.AwaitWorkflow(ctx, id)
+	wfMust(err)
+	n, _ := info.State.Int("doubled")
+	fmt.Println(info.Status, n)
+	// Output:
+	// uint32 70000 true
+	// completed 140000
+}

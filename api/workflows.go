@@ -436,9 +436,11 @@ type WorkflowInfo struct {
 	// status.
 	Parked bool
 	// Attempts and Consumed are the current step's attempt counts, summed
-	// over its jobs of the step's latest entry: after a retry (WF-18)
-	// only the re-entered step's new jobs count, not the buried ones the
-	// retry replaced; 0 until the step's jobs are enqueued.
+	// over the jobs of the step's latest entry that have not completed:
+	// a Parallel step's branches that succeeded leave the sum, as they
+	// leave the work a retry redoes (WF-18). After a retry only the
+	// re-entered step's new jobs count, not the buried ones the retry
+	// replaced; 0 until the step's jobs are enqueued.
 	Attempts int
 	Consumed int
 	// Corrupt is the damage that quarantined the workflow's stream, for a
