@@ -247,6 +247,29 @@ func (s shutdownEngine) Counters() shutdown.Counters {
 	}
 }
 
+var _ shutdown.StragglerLister = shutdownEngine{}
+
+// Stragglers names the attempts whose handlers have not returned, for the
+// shutdown's debug records (SD-37). Its subject is the job; a stopped
+// loop names none.
+func (s shutdownEngine) Stragglers() []shutdown.Diagnostic {
+	ss, err := s.e.r.Stragglers(context.Background())
+	if err != nil {
+		return nil
+	}
+	out := make([]shutdown.Diagnostic, 0, len(ss))
+	for _, st := range ss {
+		state := "still awaited"
+		if st.Abandoned {
+			state = "abandoned (DL-26), quarantined"
+		}
+		out = append(out, shutdown.Diagnostic{Subject: st.JobID, Code: shutdown.CodeHandlerNotReturned,
+			Message: fmt.Sprintf("handler %q attempt %d (token %d) not returned: %s; started %s",
+				st.Handler, st.Attempt, st.Token, state, st.Start.UTC().Format(time.RFC3339Nano))})
+	}
+	return out
+}
+
 // shutdownJournal appends the shutdown records through the runner (the
 // engine is the journal's only writer) and closes the journal.
 type shutdownJournal struct{ e *Engine }

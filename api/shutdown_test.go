@@ -257,6 +257,12 @@ func TestSD37_NeverYieldingHandlerIsIncomplete(t *testing.T) {
 	if !strings.Contains(out.String(), "1 attempt left without a settlement (unresolved)") {
 		t.Fatalf("qctl shutdowns does not say the attempt was left unsettled:\n%s%s", out.String(), errb.String())
 	}
+	// The shutdown's debug records name the job whose handler had not
+	// returned (SD-37).
+	_, diags, _ := strings.Cut(out.String(), "diagnostics (debug records)")
+	if !strings.Contains(diags, d.JobID()) || !strings.Contains(diags, shutdown.CodeHandlerNotReturned) {
+		t.Fatalf("qctl shutdowns does not name job %s among the shutdown's diagnostics:\n%s", d.JobID(), out.String())
+	}
 	out.Reset()
 	qctl.Main(b.ctx, []string{"-d", b.opts.Dir, "jobs", "--status", "processing"}, qctl.Env{Stdout: &out, Stderr: &errb, FS: b.fs, Now: b.clk.Now()})
 	if !strings.Contains(out.String(), d.JobID()) {
@@ -785,5 +791,47 @@ func TestSD8_ShortRootReleasesTheAttemptItCuts(t *testing.T) {
 	if j := b.status(id); j.Status != api.JobPending || j.Consumed != 0 || j.Attempts != 1 {
 		t.Fatalf("DL-6: after the shutdown the job is %s, consumed %d of %d attempts (%s), want pending and nothing consumed",
 			j.Status, j.Consumed, j.Attempts, j.LastCode)
+	}
+}
+
+// TestSD37_AShutdownNamesAHandlerAbandonedBeforeIt: a handler abandoned
+// at its delivery timeout (DL-26) before the shutdown, and still not
+// returned, makes the shutdown Incomplete (SD-37). The attempt was
+// settled long before, so only the shutdown's debug record names its job.
+func TestSD37_AShutdownNamesAHandlerAbandonedBeforeIt(t *testing.T) {
+	b := setup(t, func(o *api.Options) { o.ShutdownTimeout = 4 * time.Second })
+	started, release := make(chan struct{}), make(chan struct{})
+	defer close(release)
+	if err := api.Handle(b.eng, "stuck", func(ctx context.Context, d *api.Delivery, in msg) error {
+		close(started)
+		<-release // ignores ctx
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	id := b.enqueue("stuck", msg{}, api.DeliveryTimeout(time.Second), api.MaxAttempts(1))
+	b.start()
+	<-started
+	for range 30 {
+		b.clk.Advance(100 * time.Millisecond)
+		if err := api.Sync(b.eng); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if j, err := b.eng.AwaitJob(b.ctx, id); err != nil || j.Status != api.JobBuried || j.LastCode != "DELIVERY_TIMEOUT" {
+		t.Fatalf("job %+v, %v; want it buried by its delivery timeout", j, err)
+	}
+	res := make(chan error, 1)
+	go func() { res <- b.eng.Shutdown(b.ctx) }()
+	awaitInitiated(b.eng)
+	b.clk.Advance(5 * time.Second)
+	if err := <-res; !errors.Is(err, shutdown.ErrIncomplete) {
+		t.Fatalf("shutdown: %v, want ErrIncomplete", err)
+	}
+	var out, errb bytes.Buffer
+	qctl.Main(b.ctx, []string{"-d", b.opts.Dir, "shutdowns"}, qctl.Env{Stdout: &out, Stderr: &errb, FS: b.fs, Now: b.clk.Now()})
+	_, diags, _ := strings.Cut(out.String(), "diagnostics (debug records)")
+	if !strings.Contains(diags, id) || !strings.Contains(diags, shutdown.CodeHandlerNotReturned) {
+		t.Fatalf("qctl shutdowns does not name job %s among the shutdown's diagnostics:\n%s%s", id, out.String(), errb.String())
 	}
 }

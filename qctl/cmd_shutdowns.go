@@ -18,10 +18,12 @@ whether it was forced, elapsed time against the budget, the phases with their gr
 and forced outcomes and durations, the report's actions, counters and resource evidence
 (SD-27..SD-30). A run without a report ended without one (a crash or kill), or is still
 running. The report only counts what did not finish; below it, shutdowns names the
-attempts settled during the shutdown whose handlers had not returned (abandoned, DL-26:
-the handlers a quarantined count stands for, SD-37), points at those it left without a
-settlement (unresolved: redelivered at the next start, DL-44), and lists the engine's
-debug records of the shutdown (failed or abandoned close calls, SD-28).
+attempts settled during the shutdown whose handlers had not returned (abandoned, DL-26),
+points at those it left without a settlement (unresolved: redelivered at the next start,
+DL-44), and lists the engine's debug records of the shutdown: one per handler that had
+not returned when the drain ended, abandoned before the shutdown or during it (code
+SHUTDOWN_HANDLER_NOT_RETURNED, subject its job, SD-37), and the close calls that failed
+or were abandoned (SD-28).
 
 shutdowns exits 1 when a shutdown it lists did not succeed: its report's completion is
 failed or incomplete (SD-30: only graceful_completed and forced_completed are success),

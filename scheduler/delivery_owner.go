@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -1155,4 +1156,41 @@ func (r *Runner) abandonAll() {
 		r.timer.Stop()
 		r.timer = nil
 	}
+}
+
+// Straggler is an attempt whose handler had not returned when
+// [Runner.Stragglers] looked: still awaited by its owner, or abandoned
+// (DL-26) and quarantined.
+type Straggler struct {
+	Token     uint64
+	JobID     string
+	Handler   string
+	Attempt   int32
+	Start     time.Time // S (DL-7)
+	Abandoned bool
+}
+
+// Stragglers lists, in token order, the attempts whose execution
+// goroutine the loop has not seen return: the running ones and the
+// abandoned ones it still counts as quarantined. A shutdown names them
+// in debug records, since its report only counts them (SD-25, SD-37).
+func (r *Runner) Stragglers(ctx context.Context) ([]Straggler, error) {
+	var out []Straggler
+	err := r.call(ctx, func(time.Time) {
+		for _, tok := range r.tokens() {
+			if a := r.attempts[tok]; !a.returned && !a.abandoned {
+				out = append(out, straggler(a.att, false))
+			}
+		}
+		for _, tok := range sortedKeys(r.lost) {
+			out = append(out, straggler(r.lost[tok].att, true))
+		}
+	})
+	slices.SortFunc(out, func(a, b Straggler) int { return cmp.Compare(a.Token, b.Token) })
+	return out, err
+}
+
+func straggler(att *Attempt, abandoned bool) Straggler {
+	return Straggler{Token: att.Token, JobID: att.Job.ID, Handler: att.Job.Handler, Attempt: att.Job.Attempts,
+		Start: att.S, Abandoned: abandoned}
 }

@@ -1007,3 +1007,58 @@ func TestDL41_AbortInstants(t *testing.T) {
 		wantTime(t, tt.name+": abort", abortAt(root, ts(tt.e), latest, end), ts(tt.want))
 	}
 }
+
+// TestSD37_StragglersAreNamedBeforeTheReport: when the engine's counters
+// show handlers that have not returned once phase 5 is over, the
+// coordinator appends one diagnostic per attempt the engine names (at
+// most StragglersMax, then one that counts the rest), before the report,
+// which only counts them. A shutdown whose counters are clean names none,
+// whatever the engine would list.
+func TestSD37_StragglersAreNamedBeforeTheReport(t *testing.T) {
+	t.Parallel()
+	var named []Diagnostic
+	for i := range StragglersMax + 2 {
+		named = append(named, Diagnostic{Subject: fmt.Sprintf("job_%02d", i), Code: CodeHandlerNotReturned, Message: "had not returned"})
+	}
+	for _, quarantined := range []bool{true, false} {
+		b := setup(t, func(b *testBundle) {
+			b.eng.drain.block = true
+			b.eng.await.block = true
+			b.eng.stragglers = named
+		})
+		b.c.Initiate(TriggerSigterm)
+		b.entered(&b.eng.drain)
+		b.clk.Advance(28 * time.Second)
+		awaitCtx := b.entered(&b.eng.await)
+		if quarantined {
+			b.eng.setCounters(Counters{Quarantined: 2})
+		}
+		b.clk.Advance(2 * time.Second)
+		<-awaitCtx.Done()
+		b.finish()
+		recs := b.jrn.records()
+		var debug []string
+		report := -1
+		for i, r := range recs {
+			switch {
+			case strings.HasPrefix(r, "debug "):
+				if report >= 0 {
+					t.Fatalf("a diagnostic after the report: %v", recs)
+				}
+				debug = append(debug, r)
+			case strings.HasPrefix(r, "report "):
+				report = i
+			}
+		}
+		if !quarantined {
+			if len(debug) != 0 {
+				t.Fatalf("clean counters, diagnostics %v", debug)
+			}
+			continue
+		}
+		if len(debug) != StragglersMax+1 || debug[0] != "debug job_00 "+CodeHandlerNotReturned+": had not returned" ||
+			debug[StragglersMax] != "debug drain "+CodeHandlerNotReturned+": 2 more attempts whose handlers had not returned are not named" {
+			t.Fatalf("diagnostics (%d): first %q, last %q", len(debug), debug[0], debug[len(debug)-1])
+		}
+	}
+}

@@ -105,6 +105,18 @@ type CloseRequest struct {
 	DrainReconciled bool
 }
 
+// StragglerLister is implemented by an [Engine] that can name the
+// attempts whose handlers have not returned. After phase 5 the
+// coordinator asks it, when the engine's counters show goroutines not
+// returned, and appends one [Diagnostic] per attempt (at most
+// [StragglersMax]) before the report, which only counts them (SD-25,
+// SD-37).
+type StragglerLister interface {
+	// Stragglers returns one diagnostic per attempt whose handler has
+	// not returned, Code [CodeHandlerNotReturned], in a stable order.
+	Stragglers() []Diagnostic
+}
+
 // Counters are the engine's counts for the report (SD-25), read after the
 // drain and again at classification.
 type Counters struct {

@@ -11,6 +11,16 @@ import (
 // report is Incomplete, not Failed.
 const CodeCloseAbandoned = "SHUTDOWN_CLOSE_ABANDONED"
 
+// CodeHandlerNotReturned is the code of the [Diagnostic] naming an
+// attempt whose handler had not returned once phases 1 to 5 were over
+// (SD-37): the report counts such goroutines, the diagnostic names the
+// job. Its Subject is the job's id.
+const CodeHandlerNotReturned = "SHUTDOWN_HANDLER_NOT_RETURNED"
+
+// StragglersMax bounds the [CodeHandlerNotReturned] diagnostics of one
+// shutdown; one more diagnostic says how many were left out.
+const StragglersMax = 64
+
 // DiagnosticBytesMax bounds [Diagnostic].Message, so that no error text
 // makes a record too large for the journal.
 const DiagnosticBytesMax = 1024

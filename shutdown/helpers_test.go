@@ -93,9 +93,21 @@ type fakeEngine struct {
 	ownerCutoff func(root deadlines.Root, at time.Time) time.Time
 
 	drain, await, closeEv step
+
+	// stragglers is what Stragglers returns.
+	stragglers []Diagnostic
 }
 
-var _ Engine = (*fakeEngine)(nil)
+var (
+	_ Engine          = (*fakeEngine)(nil)
+	_ StragglerLister = (*fakeEngine)(nil)
+)
+
+func (e *fakeEngine) Stragglers() []Diagnostic {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.stragglers)
+}
 
 func newFakeEngine() *fakeEngine {
 	e := &fakeEngine{counters: Counters{Joined: true}, revoked: make(chan time.Time, 1)}

@@ -3,6 +3,7 @@ package shutdown
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -43,10 +44,41 @@ func (c *Coordinator) run() {
 	c.emit(Initiated{Trigger: trigger, Start: root.Start(), Total: root.Total(), G: root.G(), Hr: root.Hr()})
 	accounted := protect(func() { c.phases(p) })
 	p.rep.Elapsed = c.clk.Now().Sub(root.Start())
+	c.nameStragglers()
 	c.settleRecords()
 	rep := c.classify(p, accounted)
 	c.pub.Publish(rep)
 	c.err = c.publishReport(rep)
+}
+
+// nameStragglers appends a diagnostic for each attempt whose handler has
+// not returned, when the engine can name them ([StragglerLister]) and its
+// counters show any: the report will count them, and an operator needs
+// the jobs (SD-37). Appends deferred past Hr go with settleRecords.
+func (c *Coordinator) nameStragglers() {
+	l, ok := c.eng.(StragglerLister)
+	if !ok {
+		return
+	}
+	var (
+		n  Counters
+		ds []Diagnostic
+	)
+	if !protect(func() { n = c.eng.Counters() }) || n.Quarantined == 0 && n.Joined {
+		return
+	}
+	if !protect(func() { ds = l.Stragglers() }) {
+		return
+	}
+	for i, d := range ds {
+		if i == StragglersMax {
+			c.emit(Diagnostic{Subject: "drain", Code: CodeHandlerNotReturned,
+				Message: fmt.Sprintf("%d more attempts whose handlers had not returned are not named", len(ds)-i)})
+			break
+		}
+		d.Message = clip(d.Message, DiagnosticBytesMax)
+		c.emit(d)
+	}
 }
 
 // phases runs phases 1 to 5 strictly in order (SD-11).
