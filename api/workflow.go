@@ -448,9 +448,13 @@ func (w *Workflow) Into(key string) *Workflow {
 	return w
 }
 
-// Named renames the last step (waits and delays get generated names). The
-// name is at most [NameBytesMax] bytes and follows the rules of
-// [Workflow.Then].
+// Named renames the last step. Delays are named delay_0, delay_1, ... and
+// waits by their index in the definition ("2" for a third step that is a
+// wait); errors and [WorkflowInfo].StepName use those names unless Named
+// gives another. The name is at most [NameBytesMax] bytes and follows the
+// rules of [Workflow.Then]. A step's name is part of its definition's
+// hash: renaming a step of a registered definition parks its running
+// instances, as any change to the definition does.
 func (w *Workflow) Named(name string) *Workflow {
 	if len(w.steps) == 0 || name == "" {
 		w.fail(name, "Named", "needs a step and a name")

@@ -404,13 +404,17 @@ type WorkflowInfo struct {
 	// process. So StepName is "" past the last step, and also when the
 	// workflow's definition is not registered here or is registered with
 	// another hash (Parked, while the workflow is not finished).
-	StepName       string
-	Steps          int
-	State          State // public state
-	ParentID       string
-	ParentStep     int
-	WaitingFor     []string // every signal name or workflow id of the current wait step, settled or not
-	WaitMode       string
+	StepName   string
+	Steps      int
+	State      State // public state
+	ParentID   string
+	ParentStep int
+	WaitingFor []string // every signal name or workflow id of the current wait step, settled or not
+	WaitMode   string
+	// Child is the id of the child workflow the current SubWorkflow step
+	// runs (its ParentID is this workflow's), "" at other steps: a caller
+	// signals or awaits the child by it.
+	Child          string
 	DelayUntil     time.Time // a pending Delay's fire instant
 	DeadlineAt     time.Time // zero without a deadline
 	Error          string
@@ -546,6 +550,7 @@ func (e *Engine) workflowInfo(m *scheduler.Machine, w *replay.Workflow) Workflow
 		IdempotencyKey: w.IdempotencyKey, DefinitionHash: w.DefinitionHash, StartedAt: unixOrZero(w.StartedAt),
 	}
 	info.Parked = m.WorkflowParked(w)
+	info.Child = w.Child
 	info.StepName = e.stepName(w.Name, w.DefinitionHash, int(w.Step))
 	if w.Wait != nil {
 		info.WaitingFor = append(append(info.WaitingFor, w.Wait.Signals...), w.Wait.Workflows...)
