@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
@@ -228,4 +229,28 @@ func TestOptions_QueueNamesFollowTheNameRule(t *testing.T) {
 		t.Fatalf("queue name of NameBytesMax bytes: %v", err)
 	}
 	eng.Close(t.Context())
+}
+
+// An OptionError quotes a string value, so that an empty one reads "",
+// and cuts a long one, so that an oversized key does not fill the
+// message: the length says how long it was.
+func TestOptionErrorQuotesAndCutsStringValues(t *testing.T) {
+	b := setup(t, nil)
+	wfRegister(t, b.eng, api.NewWorkflow("w").WaitForSignal("go"))
+	if err := api.Handle(b.eng, "h", okHandler(nil)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := b.eng.Enqueue(b.ctx, "h", msg{}, api.OnQueue(""))
+	if got := err.Error(); !strings.HasPrefix(got, `quire: OnQueue = "": `) {
+		t.Errorf("empty queue: %q", got)
+	}
+	key := strings.Repeat("k", 600)
+	_, err = b.eng.Dispatch(b.ctx, "w", nil, api.IdempotencyKey(key))
+	wantOptionError(t, "long key", err, "IdempotencyKey")
+	if got := err.Error(); strings.Contains(got, key) || !strings.Contains(got, `"`+key[:64]+`"… (600 bytes)`) {
+		t.Errorf("long key: %q", got)
+	}
+	if got := (&api.OptionError{Field: "X", Value: "a" + strings.Repeat("é", 41), Reason: "r"}).Error(); !utf8.ValidString(got) || !strings.Contains(got, `é"… (83 bytes)`) {
+		t.Errorf("a cut inside a rune: %q", got)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -265,11 +266,32 @@ type OptionError struct {
 
 // Error names the field and the value, then the allowed range or reason.
 func (e *OptionError) Error() string {
-	s := fmt.Sprintf("quire: %s = %v: %s", e.Field, e.Value, e.Reason)
+	s := fmt.Sprintf("quire: %s = %s: %s", e.Field, valueText(e.Value), e.Reason)
 	if e.Err != nil && e.Reason == "" {
 		s = fmt.Sprintf("quire: %s: %s", e.Field, reasonText(e.Err))
 	}
 	return s
+}
+
+// valueTextMax bounds the bytes of a string value an error quotes.
+const valueTextMax = 64
+
+// valueText is v as an error shows it: a string quoted (an empty one
+// reads "") and cut to valueTextMax bytes with its length, so that an
+// oversized key does not fill the message; anything else as %v prints it.
+func valueText(v any) string {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Sprint(v)
+	}
+	if len(str) <= valueTextMax {
+		return strconv.Quote(str)
+	}
+	n := valueTextMax
+	for n > 0 && !utf8.RuneStart(str[n]) {
+		n--
+	}
+	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(str[:n]), len(str))
 }
 
 // reason is the error without the field's name, for a [WorkflowError]
