@@ -6,6 +6,7 @@ import (
 	iofs "io/fs"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -62,6 +63,9 @@ func TestOpen_NotJournalDirLeftAsFound(t *testing.T) {
 			var se *api.StartupError
 			if !errors.As(err, &se) || se.Step != "open journal" || !errors.Is(err, journal.ErrNotJournal) {
 				t.Fatalf("Open: err %v, want a *StartupError at open journal matching journal.ErrNotJournal", err)
+			}
+			if !strings.HasSuffix(err.Error(), `(startup step "open journal" failed and was rolled back; rollback report: failed)`) {
+				t.Fatalf("Open: err %q does not say which step failed and that it was rolled back", err)
 			}
 			if after := listDir(t, fs, dir); !slices.Equal(before, after) {
 				t.Fatalf("a refused Open changed %s: before %v, after %v", dir, before, after)

@@ -44,7 +44,7 @@ func (e *StartupError) Error() string {
 	if e.Report != nil {
 		completion = e.Report.Completion.String()
 	}
-	return fmt.Sprintf("%v (startup rolled back at %s: %s)", e.Err, e.Step, completion)
+	return fmt.Sprintf("%v (startup step %q failed and was rolled back; rollback report: %s)", e.Err, e.Step, completion)
 }
 
 // Unwrap returns the failure.
