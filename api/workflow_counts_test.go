@@ -47,7 +47,9 @@ func TestWF21_StatusNamesTheRunningChild(t *testing.T) {
 	b := setup(t, nil)
 	wfRegister(t, b.eng, api.NewWorkflow("approval").WaitForSignal("approved"))
 	wfRegister(t, b.eng, api.NewWorkflow("order").SubWorkflow("approve", "approval").
-		Then("ship", func(ctx context.Context, d *api.Delivery, st api.State) (api.State, error) { return api.State{"shipped": true}, nil }))
+		Then("ship", func(ctx context.Context, d *api.Delivery, st api.State) (api.State, error) {
+			return api.State{"shipped": true}, nil
+		}))
 	id := wfDispatch(b, "order", nil)
 	b.start()
 	b.idle()
