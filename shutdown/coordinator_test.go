@@ -292,6 +292,9 @@ func TestSD37_QuarantinedAttemptIsIncomplete(t *testing.T) {
 	if !errors.Is(err, ErrIncomplete) {
 		t.Fatalf("Wait = %v, want ErrIncomplete", err)
 	}
+	// The error says what the report did not confirm.
+	wantEq(t, "error", err.Error(), "shutdown: incomplete: 1 goroutine not returned, drain timed_out/timed_out, "+
+		"close timed_out/timed_out, owned-resources timed_out/not_attempted, telemetry timed_out/not_attempted")
 	// At 30 close evidence has no time left: it is not started.
 	wantSlice(t, "engine calls", b.eng.calls(), []string{"CloseAdmission", "Drain", "ForceAttempts", "AwaitJoin", "Revoke"})
 	wantSlice(t, "closed", b.closedNames(), nil)

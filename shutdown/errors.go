@@ -2,6 +2,7 @@ package shutdown
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 )
 
@@ -32,6 +33,10 @@ type Error struct {
 	// Completion and FailureCode are the report's.
 	Completion  Completion
 	FailureCode string
+	// Detail says in a few words what the report did not confirm: the
+	// goroutines that had not returned, the settlements unresolved, the
+	// actions not completed. Empty when it confirmed everything.
+	Detail string
 	// Err is the first error of the journal: a failed append (records
 	// skipped from there on) or the failed close. Nil if the journal
 	// confirmed everything.
@@ -47,6 +52,10 @@ func (e *Error) Error() string {
 		b.WriteString(" (")
 		b.WriteString(e.FailureCode)
 		b.WriteString(")")
+	}
+	if e.Detail != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Detail)
 	}
 	if e.Err != nil {
 		b.WriteString(": journal: ")
@@ -67,4 +76,28 @@ func (e *Error) Is(target error) bool {
 		return e.Completion == Failed
 	}
 	return false
+}
+
+// detail is [Error].Detail for rep.
+func detail(rep Report) string {
+	var parts []string
+	if rep.Quarantined > 0 {
+		parts = append(parts, fmt.Sprintf("%d goroutine%s not returned", rep.Quarantined, plural(rep.Quarantined)))
+	}
+	if rep.Unresolved > 0 {
+		parts = append(parts, fmt.Sprintf("%d settlement%s unresolved", rep.Unresolved, plural(rep.Unresolved)))
+	}
+	for _, a := range rep.Actions {
+		if !a.Complete() {
+			parts = append(parts, fmt.Sprintf("%s %s/%s", a.Component, a.Graceful, a.Forced))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
 }

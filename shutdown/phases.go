@@ -439,5 +439,5 @@ func (c *Coordinator) publishReport(rep Report) error {
 	if rep.IsSuccess() && jerr == nil {
 		return nil
 	}
-	return &Error{Completion: rep.Completion, FailureCode: rep.FailureCode, Err: jerr}
+	return &Error{Completion: rep.Completion, FailureCode: rep.FailureCode, Detail: detail(rep), Err: jerr}
 }
