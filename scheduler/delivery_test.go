@@ -748,16 +748,7 @@ func TestDL23_ReturnBeforeCObservedAfterCIsKept(t *testing.T) {
 	if want := a.P.Add(250 * time.Millisecond); !c.Equal(want) {
 		t.Fatalf("C = %v, want %v", c, want)
 	}
-	if err := b.r.Do(context.Background(), func(time.Time) {
-		close(release)
-		for !a.ExecutionReturned() { // the result is queued; the loop is here
-			runtime.Gosched()
-		}
-		b.clk.Set(c)
-	}); err != nil {
-		t.Fatal(err)
-	}
-	b.sync()
+	returnUnobserved(t, b, a, release, func() { b.clk.Set(c) })
 	s := b.app.settlements()
 	if len(s) != 1 {
 		t.Fatalf("%d settlements", len(s))
@@ -920,7 +911,13 @@ func returnUnobserved(t *testing.T, b *runnerBundle, a *Attempt, release chan st
 	}); err != nil {
 		t.Fatal(err)
 	}
-	b.sync()
+	// Not Sync: the loop may take Sync's call before the queued result,
+	// and the result's settlement would come after Sync returned.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := b.r.WaitIdle(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // retriedFlaky checks that the one settlement is the FLAKY failure
@@ -929,7 +926,7 @@ func retriedFlaky(t *testing.T, b *runnerBundle) *record.Outcome {
 	t.Helper()
 	s := b.app.settlements()
 	if len(s) != 1 || s[0].Kind() != record.KindAttemptRetryScheduled {
-		t.Fatalf("settled %s %+v, want attempt_retry_scheduled", s[0].Kind(), *record.OutcomeOf(s[0].Body))
+		t.Fatalf("settled %d records (%v), want one attempt_retry_scheduled", len(s), s)
 	}
 	o := record.OutcomeOf(s[0].Body)
 	if o.Code != "FLAKY" || o.Reason != "" {
