@@ -26,6 +26,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/quire-dev/quire/api"
@@ -50,6 +51,9 @@ func main() {
 // run is the demo, writing to out. It waits at most wait for the workflow
 // to reach the wait, or to complete once signalled.
 func run(dir, order string, out io.Writer, wait time.Duration) (err error) {
+	// The steps report to out from the engine's goroutines, the progress
+	// lines from this one: writes to out take turns.
+	out = &lockedWriter{w: out}
 	ctx := context.Background()
 	eng, err := api.Open(ctx, api.Options{Dir: dir, Workers: 4})
 	if err != nil {
@@ -215,4 +219,17 @@ func next(order string) string {
 		return order + "-2"
 	}
 	return fmt.Sprint(n + 1)
+}
+
+// lockedWriter serializes writes to w, which steps running in parallel
+// and the progress loop share.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
