@@ -479,7 +479,7 @@ func ExampleWorld_Force() {
 	fmt.Println(w.ShuttingDown(), r.Report.Forced, r.Report.Completion, r.Err)
 	finish(w)
 	// Output:
-	// false true incomplete shutdown: incomplete
+	// false true incomplete shutdown: incomplete: 2 goroutines not returned, drain cancelled_by_force/timed_out, close cancelled_by_force/timed_out
 }
 
 // ExampleWorld_ForceShutdown forces a shutdown at once. The export never
@@ -494,7 +494,7 @@ func ExampleWorld_ForceShutdown() {
 	fmt.Println(err, r.Forced, r.Completion, w.Failed())
 	finish(w)
 	// Output:
-	// shutdown: incomplete true incomplete false
+	// shutdown: incomplete: 2 goroutines not returned, drain cancelled_by_force/timed_out, close cancelled_by_force/timed_out true incomplete false
 }
 
 // ExampleWorld_LastShutdown reads the result of the last finished
