@@ -412,12 +412,21 @@ func (v *runView) print(x *runCtx, newest bool) error {
 		fmt.Fprintf(out, "\ndiagnostics (debug records)\n")
 		t := newTable(out, "SEQ", "AT", "SUBJECT", "CODE", "MESSAGE")
 		for _, d := range v.Diagnostics {
-			t.row(fmt.Sprint(d.Seq), fmtRel(d.At, base), d.Subject, d.Code, truncate(d.Message, 96))
+			t.row(fmt.Sprint(d.Seq), fmtRel(d.At, base), d.Subject, d.Code, truncate(d.Message, diagnosticMessageMax))
 		}
 		return t.flush()
 	}
 	return nil
 }
+
+// diagnosticMessageMax bounds a debug record's message in the text
+// listing: shutdown.DiagnosticBytesMax, the bound the engine clips a
+// diagnostic's message to, so that every message it writes is shown
+// whole. A straggler's (SD-37) runs past 100 bytes: its handler's name
+// (a step handler's takes up to 206 bytes), attempt, token, whether it
+// was abandoned, and when it started. The message is the table's last
+// column: its length moves no other column.
+const diagnosticMessageMax = 1024
 
 func at[T any](s []T, i int) T {
 	var zero T
