@@ -72,8 +72,12 @@ func (c *Coordinator) nameStragglers() {
 	}
 	for i, d := range ds {
 		if i == StragglersMax {
+			n, verb := len(ds)-i, "are"
+			if n == 1 {
+				verb = "is"
+			}
 			c.emit(Diagnostic{Subject: "drain", Code: CodeHandlerNotReturned,
-				Message: fmt.Sprintf("%d more attempts whose handlers had not returned are not named", len(ds)-i)})
+				Message: fmt.Sprintf("%d more attempt%s whose handler%s had not returned %s not named", n, plural(n), plural(n), verb)})
 			break
 		}
 		d.Message = clip(d.Message, DiagnosticBytesMax)
