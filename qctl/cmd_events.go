@@ -40,10 +40,10 @@ doubt ends the listing with exit 5, as it refuses Open.
 Kinds: ` + kindNames() + `
 
 Examples:
-  qctl -d data/journal events --kind attempt_retry_scheduled,attempt_buried
-  qctl -d data/journal events --stream job_01KE3T5W2C8F0000000000000B
-  qctl -d data/journal events --from 1200 --to 1300 --json
-  qctl -d data/journal events --since 2026-01-05T10:00:00Z --follow`
+  qctl -d data events --kind attempt_retry_scheduled,attempt_buried
+  qctl -d data events --stream job_01KE3T5W2C8F0000000000000B
+  qctl -d data events --from 1200 --to 1300 --json
+  qctl -d data events --since 2026-01-05T10:00:00Z --follow`
 }
 
 func kindNames() string {

@@ -32,8 +32,8 @@ broken chain between two sound records) refuses the journal with exit 5, as the 
 Open does; qctl verify names every problem.
 
 Examples:
-  qctl inspect data/journal
-  qctl inspect data/journal --json | jq .jobs`
+  qctl inspect data
+  qctl inspect data --json | jq .jobs`
 }
 
 // envelopeBytes is the stored size of the current record's envelope.

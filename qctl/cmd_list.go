@@ -27,8 +27,8 @@ corrupt, as of the stream's last good record, with the damage (spec/reliability.
 In JSON, "step" and "step_index" are the journal's 0-based step index.
 
 Examples:
-  qctl -d data/journal jobs --status buried
-  qctl -d data/journal jobs --queue mail --status pending,processing --json`
+  qctl -d data jobs --status buried
+  qctl -d data jobs --queue mail --status pending,processing --json`
 }
 
 func (c *jobsCmd) Run(x *runCtx) error {
@@ -109,8 +109,8 @@ record is listed as corrupt, as of the stream's last good record, with the damag
 journal's 0-based step index and "steps" the count.
 
 Examples:
-  qctl -d data/journal workflows --status waiting_for_signal
-  qctl -d data/journal workflows --name data_import --limit 10 --json`
+  qctl -d data workflows --status waiting_for_signal
+  qctl -d data workflows --name data_import --limit 10 --json`
 }
 
 func (c *workflowsCmd) Run(x *runCtx) error {

@@ -26,8 +26,8 @@ timeline, one line per record, with times relative to dispatch. Steps count from
 the journal's 0-based index. An id the journal holds no record of exits 3 (not found).
 
 Examples:
-  qctl -d data/journal show job_01KE3T5W2C8F0000000000000B
-  qctl -d data/journal show wf_01KE3T5W2C8F0000000000000W --json`
+  qctl -d data show job_01KE3T5W2C8F0000000000000B
+  qctl -d data show wf_01KE3T5W2C8F0000000000000W --json`
 }
 
 // loadState returns the state at the end of the log: the newest snapshot

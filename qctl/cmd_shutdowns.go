@@ -34,8 +34,8 @@ a shutdown shows it that way too. A run that never began a shutdown is listed as
 what a crash left open (DL-44).
 
 Examples:
-  qctl -d data/journal shutdowns
-  qctl -d data/journal shutdowns --json | tail -n 1`
+  qctl -d data shutdowns
+  qctl -d data shutdowns --json | tail -n 1`
 }
 
 // runView is one run and its shutdown, from the engine stream.

@@ -25,8 +25,8 @@ jobs and workflow are listed as corrupt, and qctl exits 1. An --at past the last
 exits 3 (not found).
 
 Examples:
-  qctl state data/journal --at 1200
-  qctl state data/journal --json`
+  qctl state data --at 1200
+  qctl state data --json`
 }
 
 func (c *stateCmd) Run(x *runCtx) error {

@@ -15,8 +15,8 @@ of running workflows, and the delivery cutoff P of open attempts. IN is measured
 engine sets it aside at open (spec/reliability.md §4.4); qctl then exits 1.
 
 Examples:
-  qctl -d data/journal timers
-  qctl -d data/journal timers --now 2026-01-05T12:00:00Z --json`
+  qctl -d data timers
+  qctl -d data timers --now 2026-01-05T12:00:00Z --json`
 }
 
 func (c *timersCmd) Run(x *runCtx) error {
@@ -60,8 +60,8 @@ has none, as the engine sets it aside at open (spec/reliability.md §4.4); qctl 
 exits 1.
 
 Examples:
-  qctl -d data/journal deadlines
-  qctl -d data/journal deadlines --now 2026-01-06T09:00:00Z --json`
+  qctl -d data deadlines
+  qctl -d data deadlines --now 2026-01-06T09:00:00Z --json`
 }
 
 func (c *deadlinesCmd) Run(x *runCtx) error {

@@ -51,8 +51,8 @@ and whose "quarantined", when replay set streams aside, lists each one's seq, st
 reason.
 
 Examples:
-  qctl verify data/journal
-  qctl verify data/journal --json | grep '"type":"problem"'`
+  qctl verify data
+  qctl verify data --json | grep '"type":"problem"'`
 }
 
 // The checks verify reports, in the order it prints them.

@@ -1,4 +1,4 @@
-// Package qctl is the command logic of the qctl tool (DESIGN.md §7): it
+// Package qctl is the command logic of the qctl tool (docs/DESIGN.md §7): it
 // answers "what happened, what is stuck, what will fire next, did the last
 // shutdown succeed" from a journal directory alone, with no engine running.
 //
@@ -54,7 +54,7 @@
 //
 // # Usage
 //
-//	code := qctl.Main(ctx, []string{"inspect", "data/journal"}, qctl.Env{
+//	code := qctl.Main(ctx, []string{"inspect", "data"}, qctl.Env{
 //		Stdout: os.Stdout,
 //		Stderr: os.Stderr,
 //		Now:    now, // the caller's clock

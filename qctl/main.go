@@ -158,21 +158,21 @@ Exit codes, the same for every command:
      (Ctrl-C is how events --follow ends: that exits as if the listing had ended there)
 
 Examples:
-  qctl inspect data/journal
-  qctl -d data/journal jobs --status buried
-  qctl -d data/journal workflows --status waiting_for_signal --limit 20
-  qctl -d data/journal show job_01KE3T5W2C8F0000000000000B
-  qctl -d data/journal events --kind attempt_buried --since 2026-01-05T10:00:00Z
-  qctl -d data/journal events --stream wf_01KE3T5W2C8F0000000000000W --json
-  qctl -d data/journal timers
-  qctl -d data/journal deadlines --now 2026-01-06T09:00:00Z
-  qctl -d data/journal shutdowns
-  qctl verify data/journal && echo intact
-  qctl state data/journal --at 1200`
+  qctl inspect data
+  qctl -d data jobs --status buried
+  qctl -d data workflows --status waiting_for_signal --limit 20
+  qctl -d data show job_01KE3T5W2C8F0000000000000B
+  qctl -d data events --kind attempt_buried --since 2026-01-05T10:00:00Z
+  qctl -d data events --stream wf_01KE3T5W2C8F0000000000000W --json
+  qctl -d data timers
+  qctl -d data deadlines --now 2026-01-06T09:00:00Z
+  qctl -d data shutdowns
+  qctl verify data && echo intact
+  qctl state data --at 1200`
 
 // cli is the command line. Global flags come before or after the command.
 type cli struct {
-	Dir  string `short:"d" env:"QUIRE_DIR" default:"quire-data" placeholder:"DIR" help:"Journal directory: a stopped engine's, or a checkpoint of a running one. Commands that take DIR as an argument use that instead."`
+	Dir  string `short:"d" env:"QUIRE_DIR" default:"quire-data" placeholder:"DIR" help:"Journal directory: a stopped engine's, or a checkpoint of a running one. Default quire-data; commands that take DIR as an argument use that instead."`
 	JSON bool   `name:"json" help:"Print one JSON object per line instead of tables."`
 	Now  string `placeholder:"TIME" help:"Measure remaining and overdue times against TIME (RFC 3339, or Unix nanoseconds) instead of the current time."`
 

@@ -1,5 +1,5 @@
 // Command qctl inspects, explains and verifies a quire journal from its
-// directory alone (DESIGN.md §7). The commands live in package qctl; this
+// directory alone (docs/DESIGN.md §7). The commands live in package qctl; this
 // program wires them to the process: arguments, stdout and stderr, the
 // wall clock (the one place qctl reads it), Ctrl-C, and progress on a
 // terminal. Run qctl --help for the commands and examples.
