@@ -404,19 +404,32 @@ type WorkflowInfo struct {
 	// process. So StepName is "" past the last step, and also when the
 	// workflow's definition is not registered here or is registered with
 	// another hash (Parked, while the workflow is not finished).
-	StepName   string
-	Steps      int
-	State      State // public state
+	StepName string
+	// Steps is the number of steps of the definition the workflow
+	// started with.
+	Steps int
+	State State // public state
+	// ParentID is the workflow that dispatched this one from a
+	// SubWorkflow step, and ParentStep that step's index (from 0, as
+	// Step); "" and 0 for a workflow dispatched with [Engine.Dispatch].
 	ParentID   string
 	ParentStep int
 	WaitingFor []string // every signal name or workflow id of the current wait step, settled or not
-	WaitMode   string
+	// WaitMode is how the current wait step settles: "all", "any" or
+	// "quorum" (WF-6, WF-7); "" at other steps.
+	WaitMode string
 	// Child is the id of the child workflow the current SubWorkflow step
 	// runs (its ParentID is this workflow's), "" at other steps: a caller
 	// signals or awaits the child by it.
-	Child          string
-	DelayUntil     time.Time // a pending Delay's fire instant
-	DeadlineAt     time.Time // zero without a deadline
+	Child      string
+	DelayUntil time.Time // a pending Delay's fire instant
+	DeadlineAt time.Time // zero without a deadline
+	// Error says why a failed workflow failed, and FailedAt when; "" and
+	// zero unless Status is failed (a retry clears them). A workflow
+	// failed by its deadline reads [MessageDeadlineExceeded]; any other
+	// names what failed it (a step's buried job, a failed or cancelled
+	// child, a failed dependency, an output that cannot be stored), cut
+	// to at most 1024 bytes.
 	Error          string
 	FailedAt       time.Time
 	IdempotencyKey string

@@ -11,8 +11,9 @@
 // commit, a Pebble fatal error or detected corruption, every call returns
 // ErrFailStop and the store is not touched again.
 //
-// It imports only journal/record, clock and Pebble (and cockroachdb/errors,
-// to read Pebble's corruption marks at this boundary). It must not import
+// It imports only journal/record, clock, Pebble (and cockroachdb/errors,
+// to read Pebble's corruption marks at this boundary) and ulid, for the
+// journal's engine id. It must not import
 // replay, scheduler or api, and never reads the system clock: time comes
 // from Options.Clock.
 //
