@@ -106,3 +106,8 @@ func SetDrainJoinHook(f func()) { testHookDrainJoin = f }
 // Watchers returns how many AwaitJob and AwaitWorkflow calls are waiting
 // on a stream.
 func Watchers(e *Engine) int { return e.r.Watchers() }
+
+// JournalFailure reports err to the engine as a journal failure met off
+// the runner's loop (a snapshot's commit, a checkpoint) reports it
+// (RL-2, SD-23): a fail-stop of the journal stops the engine.
+func JournalFailure(e *Engine, err error) { e.journalFailed(err) }
