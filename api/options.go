@@ -122,7 +122,8 @@ type Options struct {
 	// stays in the journal: with the limit raised back, [Engine.Retry]
 	// runs it with that payload.
 	PayloadBytesMax int
-	// RecordBytesMax caps one journal record (RL-11). Zero means 1 MiB;
+	// RecordBytesMax caps one journal record (RL-11; MaxRecordBytes in
+	// spec/reliability.md's table of limits). Zero means 1 MiB;
 	// valid 64 KiB..64 MiB. One group commit carries up to four times as
 	// many bytes, and at least 4 MiB. Every record the engine writes must
 	// fit, or the engine stops for good (RL-2); the 64 KiB floor
