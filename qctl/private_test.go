@@ -18,13 +18,18 @@ func TestWF12_PrivateStateKeysAreNotShown(t *testing.T) {
 	t.Parallel()
 	fs := vfs.NewMem()
 	f := newFx(t, fs, fixtureDir)
-	const secret, plain, empty = "wf_01KE4Z6R0000000000000SEC", "wf_01KE4Z6R0000000000000PLN", "wf_01KE4Z6R0000000000000EMP"
+	const secret, plain, empty, dup = "wf_01KE4Z6R0000000000000SEC", "wf_01KE4Z6R0000000000000PLN", "wf_01KE4Z6R0000000000000EMP",
+		"wf_01KE4Z6R0000000000000DUP"
 	f.append(nil,
 		rec(secret, &record.WorkflowStarted{WorkflowID: secret, Name: "import", DefinitionHash: "sha256:01", Steps: 1, At: f.now(),
 			State: value(t, map[string]any{"source": "s3://bucket/x", "_import_token": "k1-hunter2"})}),
 		rec(plain, &record.WorkflowStarted{WorkflowID: plain, Name: "import", DefinitionHash: "sha256:01", Steps: 1, At: f.now(),
 			State: value(t, map[string]any{"source": "s3://bucket/y"})}),
-		rec(empty, &record.WorkflowStarted{WorkflowID: empty, Name: "import", DefinitionHash: "sha256:01", Steps: 1, At: f.now()}))
+		rec(empty, &record.WorkflowStarted{WorkflowID: empty, Name: "import", DefinitionHash: "sha256:01", Steps: 1, At: f.now()}),
+		// {"k": 1, "k": 2}: a repeated public key, which the public state
+		// drops (the last one wins) though nothing private was there.
+		rec(dup, &record.WorkflowStarted{WorkflowID: dup, Name: "import", DefinitionHash: "sha256:01", Steps: 1, At: f.now(),
+			State: []byte{0x82, 0xa1, 'k', 0x01, 0xa1, 'k', 0x02}}))
 	f.close()
 
 	for _, args := range [][]string{
@@ -48,5 +53,9 @@ func TestWF12_PrivateStateKeysAreNotShown(t *testing.T) {
 	}
 	if !strings.Contains(stdout, "s3://bucket/y") {
 		t.Errorf("events does not show a state without private keys:\n%s", stdout)
+	}
+	_, stdout, _ = run(t, fs, "-d", fixtureDir, "show", dup)
+	if strings.Contains(stdout, "private keys not shown") || !strings.Contains(stdout, `"k":2`) {
+		t.Errorf("show of a state with a repeated public key and no private one:\n%s", stdout)
 	}
 }

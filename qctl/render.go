@@ -337,8 +337,8 @@ func renderField(name string, sf reflect.StructField, fv reflect.Value, tf func(
 		if sf.Name == "State" && len(b) > 0 {
 			// Keys starting with "_" are stored, never shown (WF-12):
 			// a dispatch's private keys often carry credentials.
-			if pub, err := replay.PublicState(b); err == nil {
-				b, private = pub, len(pub) != len(b)
+			if pub, hidden, err := replay.PublicStateHiding(b); err == nil {
+				b, private = pub, hidden
 			}
 		}
 		f.text, f.json = userValue(b)

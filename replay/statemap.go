@@ -43,6 +43,24 @@ func PublicState(state []byte) ([]byte, error) {
 	return out, nil
 }
 
+// PublicStateHiding is [PublicState] that also reports whether state had
+// a private key, which the result leaves out: a reader can then say that
+// something was hidden, which comparing lengths cannot tell (a repeated
+// public key is dropped too).
+func PublicStateHiding(state []byte) (pub []byte, hidden bool, err error) {
+	out, err := record.MergeMaps(state, func(k []byte) bool {
+		if isPublicKey(k) {
+			return true
+		}
+		hidden = true
+		return false
+	}, nil, nil)
+	if err != nil {
+		return nil, false, fmt.Errorf("state: %w", err)
+	}
+	return out, hidden, nil
+}
+
 // MergeState returns state with the public keys of output written over it
 // (WF-3); output keys starting with "_" are dropped. It works on the
 // bytes, as PublicState does.

@@ -237,3 +237,46 @@ func BenchmarkMergeState(b *testing.B) {
 		})
 	}
 }
+
+// WF-12: PublicStateHiding gives PublicState's bytes and says whether a
+// top-level key was private; a repeated public key, which the public
+// state also drops, is not one, nor is a "_" key inside a public value
+// (only the state's own keys are private).
+func TestWF12_PublicStateHidingSaysWhetherAPrivateKeyWasLeftOut(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		state  []byte
+		hidden bool
+	}{
+		{"private key", mustState(t, map[string]any{"a": 1, "_token": "s"}), true},
+		{"only private", mustState(t, map[string]any{"_token": "s"}), true},
+		{"public only", mustState(t, map[string]any{"a": 1, "b": "x"}), false},
+		{"repeated public key", []byte{0x82, 0xa1, 'k', 0x01, 0xa1, 'k', 0x02}, false},
+		{"nested underscore", mustState(t, map[string]any{"a": map[string]any{"_x": 1}}), false},
+		{"empty", nil, false},
+	} {
+		pub, hidden, err := PublicStateHiding(c.state)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		want, err := PublicState(c.state)
+		if err != nil {
+			t.Fatalf("%s: PublicState: %v", c.name, err)
+		}
+		if hidden != c.hidden || !bytes.Equal(pub, want) {
+			t.Errorf("%s: PublicStateHiding = %x, %v; want %x, %v", c.name, pub, hidden, want, c.hidden)
+		}
+	}
+	if _, _, err := PublicStateHiding([]byte{0x91, 0x01}); err == nil {
+		t.Error("PublicStateHiding of an array: no error")
+	}
+}
+
+func mustState(t *testing.T, m map[string]any) []byte {
+	t.Helper()
+	b, err := EncodeState(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
