@@ -70,10 +70,11 @@ func until(t int64, now time.Time) string {
 }
 
 // remaining says how long is left before a deadline: "5s", or
-// "overdue 5s".
+// "overdue 5s". A deadline is reached at its instant (WD-5: expired when
+// deadline_at <= now), so at t itself it is "overdue 0s".
 func remaining(t int64, now time.Time) string {
 	d := time.Duration(t - now.UnixNano())
-	if d < 0 {
+	if d <= 0 {
 		return "overdue " + fmtDur(-d)
 	}
 	return fmtDur(d)

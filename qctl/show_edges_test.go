@@ -136,9 +136,16 @@ func TestWD5_ShowRunningWorkflowExpiresAtItsDeadline(t *testing.T) {
 	if !hasStuck(stdout, passed) {
 		t.Errorf("show %s at its deadline does not say %q:\n%s%s", wfImport, passed, stdout, stderr)
 	}
+	// The deadline_at line agrees with the stuck line: reached, not 0s left.
+	if want := "(overdue 0s)"; !strings.Contains(kvLine(t, stdout, "deadline_at"), want) {
+		t.Errorf("show %s at its deadline: deadline_at line %q, want %s", wfImport, kvLine(t, stdout, "deadline_at"), want)
+	}
 	_, stdout, _ = run(t, fs, "-d", fixtureDir, "--now", dl.Add(-time.Millisecond).Format(time.RFC3339Nano), "show", wfImport)
 	if hasStuck(stdout, "deadline_at passed") {
 		t.Errorf("show %s before its deadline says it passed:\n%s", wfImport, stdout)
+	}
+	if want := "(1ms remaining)"; !strings.Contains(kvLine(t, stdout, "deadline_at"), want) {
+		t.Errorf("show %s 1ms before its deadline: deadline_at line %q, want %s", wfImport, kvLine(t, stdout, "deadline_at"), want)
 	}
 }
 
