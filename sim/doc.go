@@ -230,8 +230,10 @@
 //     "maybe" records only arise from images that keep unsynced data,
 //     which the journal does not leave there today (see "Step mode").
 //   - Handlers that block on anything but [World.Take] (a channel of the
-//     test's, real IO) look quiescent in step mode and stall outside it;
-//     the watchdog fails such a world after 60 s of real time.
+//     test's, real IO) look quiescent in a world made with [StepMode], where
+//     the goroutine dump alone finds quiescent points, and stall in any
+//     other, which waits for the engine to be idle first; the watchdog
+//     fails such a world after 60 s of real time.
 //   - A quiescent point in step mode needs every goroutine of the test
 //     binary to wait, the world's or not. Worlds in tests run with
 //     t.Parallel take turns looking for theirs (one waits on a lock while

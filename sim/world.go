@@ -787,10 +787,12 @@ func (w *World) strict() bool {
 // waitIdle is the fast path of idle: the engine's own WaitIdle, which
 // returns as soon as no attempt runs. It cannot return while work is
 // parked in Take (the attempt is running) or while a shutdown runs, so it
-// is skipped then, and given up as soon as some work parks. It reports
-// false if the world failed.
+// is skipped then, and given up as soon as some work parks. It is skipped
+// in step mode too, where the goroutine dump alone decides: a handler
+// blocked on something of the test's is a quiescent point there, and
+// would keep WaitIdle from returning. It reports false if the world failed.
 func (w *World) waitIdle() bool {
-	if w.eng == nil || w.shut != nil || w.act.count() > 0 {
+	if w.eng == nil || w.cfg.stepMode || w.shut != nil || w.act.count() > 0 {
 		return true
 	}
 	// Work parks before it signals: drain a stale signal, then look again,
