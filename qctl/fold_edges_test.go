@@ -1,18 +1,12 @@
 package qctl_test
 
 import (
-	"bytes"
-	"context"
-	"fmt"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
-
 	"github.com/quire-dev/quire/journal/record"
-	"github.com/quire-dev/quire/qctl"
 )
 
 // TestRL11_BuriedStepJobsThatLeftWithTheirWorkflowStayBuried: a cancelled
@@ -73,23 +67,7 @@ func TestRL11_ArchiveBuriedTakesTheBuriedStepJobsAlong(t *testing.T) {
 // records read against the last seq: at the last record it says 100%.
 func TestProgressReachesAllOfTheLog(t *testing.T) {
 	t.Parallel()
-	fs := vfs.NewMem()
-	f := newFx(t, fs, fixtureDir)
-	recs := make([]record.Record, 1024)
-	for i := 0; i < 4; i++ {
-		for k := range recs {
-			recs[k] = rec(engine, &record.Debug{Subject: "load", Code: fmt.Sprint(i*1024 + k)})
-		}
-		f.append(nil, recs...)
-	}
-	f.close()
-	var out, progress bytes.Buffer
-	env := qctl.Env{Stdout: &out, FS: fs, Now: fixtureNow, Progress: &progress,
-		ElapsedFunc: func() time.Duration { return 2 * time.Second }}
-	if code := qctl.Main(context.Background(), []string{"inspect", fixtureDir}, env); code != qctl.ExitOK {
-		t.Fatalf("exit %d", code)
-	}
-	if got := progress.String(); !strings.Contains(got, "\rqctl inspect: seq 4096 of 4096 (100%)") {
+	if _, _, got := inspectWithProgress(t, 4, 1024); !strings.Contains(got, "\rqctl inspect: seq 4096 of 4096 (100%)") {
 		t.Fatalf("progress %q", got)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -77,33 +78,44 @@ func TestEventsFollow(t *testing.T) {
 	}
 }
 
-// TestProgress: a long scan on a terminal shows progress and erases it.
-func TestProgress(t *testing.T) {
-	t.Parallel()
-	fs := vfs.NewMem()
+// inspectWithProgress runs inspect, on a terminal that has waited long
+// enough for progress, over a journal of batches appends of perBatch debug
+// records each, and returns the journal's FS, inspect's stdout and its
+// progress output.
+func inspectWithProgress(t *testing.T, batches, perBatch int) (fs vfs.FS, stdout, progress string) {
+	t.Helper()
+	fs = vfs.NewMem()
 	f := newFx(t, fs, fixtureDir)
-	recs := make([]record.Record, 1000)
-	for i := 0; i < 5; i++ {
+	recs := make([]record.Record, perBatch)
+	for i := range batches {
 		for k := range recs {
-			recs[k] = rec(engine, &record.Debug{Subject: "load", Code: fmt.Sprint(i*1000 + k)})
+			recs[k] = rec(engine, &record.Debug{Subject: "load", Code: fmt.Sprint(i*perBatch + k)})
 		}
 		f.append(nil, recs...)
 	}
 	f.close()
-	var out, progress bytes.Buffer
-	env := qctl.Env{Stdout: &out, FS: fs, Now: fixtureNow, Progress: &progress,
+	var out, prog bytes.Buffer
+	env := qctl.Env{Stdout: &out, FS: fs, Now: fixtureNow, Progress: &prog,
 		ElapsedFunc: func() time.Duration { return 2 * time.Second }}
 	if code := qctl.Main(context.Background(), []string{"inspect", fixtureDir}, env); code != qctl.ExitOK {
 		t.Fatalf("exit %d", code)
 	}
-	if got := progress.String(); !strings.Contains(got, "\rqctl inspect: seq 4096 of 5000 (81%)") || !strings.HasSuffix(got, "\r\033[K") {
+	return fs, out.String(), prog.String()
+}
+
+// TestProgress: a long scan on a terminal shows progress and erases it.
+func TestProgress(t *testing.T) {
+	t.Parallel()
+	fs, out, got := inspectWithProgress(t, 5, 1000)
+	if !strings.Contains(got, "\rqctl inspect: seq 4096 of 5000 (81%)") || !strings.HasSuffix(got, "\r\033[K") {
 		t.Fatalf("progress %q", got)
 	}
-	if strings.Contains(out.String(), "\r") {
+	if strings.Contains(out, "\r") {
 		t.Fatal("progress reached stdout")
 	}
-	env.ElapsedFunc = func() time.Duration { return time.Millisecond }
-	progress.Reset()
+	var progress bytes.Buffer
+	env := qctl.Env{Stdout: io.Discard, FS: fs, Now: fixtureNow, Progress: &progress,
+		ElapsedFunc: func() time.Duration { return time.Millisecond }}
 	if code := qctl.Main(context.Background(), []string{"verify", fixtureDir}, env); code != qctl.ExitOK || progress.Len() != 0 {
 		t.Fatalf("exit %d; a scan under a second printed progress %q", code, progress.String())
 	}

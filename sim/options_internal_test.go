@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -46,16 +45,7 @@ func spinUntil(started, stop *atomic.Bool) {
 // The watchdog's message lists the goroutines that kept the world from
 // its quiescent point, and only them.
 func TestBusyListsWorkingGoroutines(t *testing.T) {
-	var started, stop atomic.Bool
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		spinUntil(&started, &stop)
-	}()
-	defer func() { stop.Store(true); <-done }()
-	for !started.Load() {
-		runtime.Gosched()
-	}
+	defer spinners(t, 1)()
 	buf := make([]byte, 64<<10)
 	got := busy(&buf)
 	if !strings.Contains(got, "sim.spinUntil") {

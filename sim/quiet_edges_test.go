@@ -130,16 +130,7 @@ func TestBlockedKnowsEveryWaitOfTheRuntime(t *testing.T) {
 // never the part that fitted: a goroutine at work past the first bytes
 // still keeps the process from a quiescent point.
 func TestQuietReadsTheWholeDump(t *testing.T) {
-	var started, stop atomic.Bool
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		spinUntil(&started, &stop)
-	}()
-	defer func() { stop.Store(true); <-done }()
-	for !started.Load() {
-		runtime.Gosched()
-	}
+	defer spinners(t, 1)()
 	for _, size := range []int{1, 64} {
 		buf := make([]byte, size)
 		if quiet(&buf) {
