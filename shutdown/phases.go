@@ -429,11 +429,10 @@ func (c *Coordinator) classify(p *pass, accounted bool) Report {
 func (c *Coordinator) publishReport(rep Report) error {
 	c.emitReport(PhaseStarted{Phase: PhasePublishReport, At: c.clk.Now()})
 	c.emitReport(ReportPublished{Report: *rep.Clone()})
-	status := OutcomeCompleted
-	if c.jrn != nil && c.journalErr != nil {
-		status = OutcomeFailed
-	}
-	c.emitReport(PhaseFinished{Phase: PhasePublishReport, At: c.clk.Now(), Graceful: status, Forced: OutcomeNotAttempted, Completion: rep.Completion})
+	// Completed is the only status phase 6 can journal: once an append
+	// failed (the report's or any before it) nothing more is appended, its
+	// finished record included, and Shutdown returns that error (SD-17).
+	c.emitReport(PhaseFinished{Phase: PhasePublishReport, At: c.clk.Now(), Graceful: OutcomeCompleted, Forced: OutcomeNotAttempted, Completion: rep.Completion})
 	jerr := c.journalErr
 	if c.jrn != nil {
 		if err := c.bounded(c.clk.Now().Add(c.settle), c.jrn.Close); err != nil && jerr == nil {
