@@ -41,12 +41,7 @@ func handlerAt(t *testing.T, roots ...deadlines.Root) (*Runner, chan context.Con
 	}, m)
 	startRecovered(t, r)
 	ctx := context.Background()
-	if err := r.Submit(ctx, func(m *Machine, now time.Time) (Decision, error) {
-		d, _, err := m.StartWorkflow(now, DispatchRequest{Name: "flow"})
-		return d, err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	startFlow(t, r)
 	dispatchWithChecks(t, r)
 	for _, root := range roots {
 		if err := r.InstallRoot(ctx, root); err != nil {
@@ -125,5 +120,16 @@ func TestWD10_DL18_TimeoutAtGEndsTheHandlerAsShutdown(t *testing.T) {
 	var cr *CancelReason
 	if !errors.As(context.Cause(ctx), &cr) || cr.Reason != deadlines.ReasonShutdownDeadline || !cr.At.Equal(root.G()) {
 		t.Fatalf("handler context cause %v; want the shutdown deadline at G = 11 s", context.Cause(ctx))
+	}
+}
+
+// startFlow starts a workflow of the definition "flow" through r.
+func startFlow(t *testing.T, r *Runner) {
+	t.Helper()
+	if err := r.Submit(context.Background(), func(m *Machine, now time.Time) (Decision, error) {
+		d, _, err := m.StartWorkflow(now, DispatchRequest{Name: "flow"})
+		return d, err
+	}); err != nil {
+		t.Fatal(err)
 	}
 }

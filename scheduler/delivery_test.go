@@ -393,34 +393,6 @@ func (t inertTimer) C() <-chan time.Time    { return t.ch }
 func (inertTimer) Stop() bool               { return true }
 func (inertTimer) Reset(time.Duration) bool { return true }
 
-// DL-39, DL-1: a settlement's wait ends at its cap (now >= x), and the cap
-// due when a commit is observed comes first: a commit the runner first
-// observes at the cap is Unresolved, although no timer woke the runner at
-// the cap.
-func TestDL39_CommitObservedAtTheCapIsUnresolved(t *testing.T) {
-	b := newRunnerBundle(t, func(ctx context.Context, a *Attempt) Result { return Result{} }, func(c *RunnerConfig) {
-		c.Clock = inertClock{c.Clock.(*clocktest.Clock)}
-		c.SettlementTimeout = 5 * time.Second
-	})
-	b.app.mu.Lock()
-	b.app.hold = true
-	b.app.mu.Unlock()
-	if err := b.r.SetDispatch(context.Background(), true); err != nil {
-		t.Fatal(err)
-	}
-	<-b.app.held // decided at t0: the wait ends at t0 + 5 s
-	b.clk.Set(t0.Add(5 * time.Second))
-	close(b.app.release)
-	// An empty decision is answered once the held batch is acknowledged;
-	// unlike Sync it acts on no deadline itself.
-	if err := b.r.Submit(context.Background(), func(*Machine, time.Time) (Decision, error) { return Decision{}, nil }); err != nil {
-		t.Fatal(err)
-	}
-	if q := b.r.Quarantine(); q.Unresolved != 1 || len(b.app.settlements()) != 1 {
-		t.Fatalf("%+v, %d settlements", q, len(b.app.settlements()))
-	}
-}
-
 // The runner's event heap drops the events of attempts that are gone.
 // Each attempt leaves its notification event (at S + DeliveryTimeout, up
 // to 900 s ahead) and its settlement cap behind when it settles; without

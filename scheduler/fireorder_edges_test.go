@@ -117,10 +117,11 @@ func TestDL33_HookReturnTakenAtItsDeadlineWithNoTimerFiredIsTimedOut(t *testing.
 	}
 }
 
-// DL-39, RL-9: an acknowledgement the loop first observes at the
-// settlement's cap, with no timer fired there and nothing else waking the
-// loop, counts the settlement Unresolved: the cap due at the instant the
-// acknowledgement is taken comes before it.
+// DL-39, DL-1, RL-9: a settlement's wait ends at its cap (now >= x). An
+// acknowledgement the loop first observes at the cap, with no timer fired
+// there and nothing else waking the loop (the test waits on a Watch, not a
+// call that would wake it), counts the settlement Unresolved: the cap due
+// at the instant the acknowledgement is taken comes before it.
 func TestDL39_AckTakenAtTheCapWithNoTimerFiredIsUnresolved(t *testing.T) {
 	b := newRunnerBundle(t, func(ctx context.Context, a *Attempt) Result { return Result{} }, func(c *RunnerConfig) {
 		c.Clock = inertClock{c.Clock.(*clocktest.Clock)}

@@ -38,12 +38,7 @@ func failingHandler(t *testing.T) (*Runner, *clocktest.Clock, *memAppender) {
 	}, m)
 	startRecovered(t, r)
 	ctx := context.Background()
-	if err := r.Submit(ctx, func(m *Machine, now time.Time) (Decision, error) {
-		d, _, err := m.StartWorkflow(now, DispatchRequest{Name: "flow"})
-		return d, err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	startFlow(t, r)
 	dispatchWithChecks(t, r)
 	clk.Set(ts(time.Second))
 	if err := r.Do(ctx, func(time.Time) {}); err != nil { // a pass at 1 s runs the check

@@ -106,12 +106,7 @@ func TestWD6_FirstCheckRunsAtTheInstantChecksAreEnabled(t *testing.T) {
 	}, m)
 	startRecovered(t, r)
 	ctx := context.Background()
-	if err := r.Submit(ctx, func(m *Machine, now time.Time) (Decision, error) {
-		d, _, err := m.StartWorkflow(now, DispatchRequest{Name: "flow"})
-		return d, err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	startFlow(t, r)
 	clk.Set(ts(time.Second))
 	dispatchWithChecks(t, r)
 	if err := r.Sync(ctx); err != nil { // answered once the check's records are acknowledged
@@ -255,12 +250,7 @@ func TestWD6_CheckLargerThanABatchGoesOnOnlyOnceAcknowledged(t *testing.T) {
 	startRecovered(t, r)
 	ctx := context.Background()
 	for range flows {
-		if err := r.Submit(ctx, func(m *Machine, now time.Time) (Decision, error) {
-			d, _, err := m.StartWorkflow(now, DispatchRequest{Name: "flow"})
-			return d, err
-		}); err != nil {
-			t.Fatal(err)
-		}
+		startFlow(t, r)
 	}
 	clk.Set(ts(time.Minute)) // every workflow's deadline has passed (appends move the clock)
 	app.close()
