@@ -515,19 +515,28 @@ func TestOpenRefusesAWALDamagedBeforeAcknowledgedRecords(t *testing.T) {
 		if ce.File != wal {
 			t.Fatalf("a flip at %d%% of the WAL: the refusal names %q, want %q (%v)", pct, ce.File, wal, err)
 		}
-		if strings.Contains(ce.Reason, "acknowledged records") {
+		switch {
+		case strings.Contains(ce.Reason, "acknowledged records"):
 			proved++
-		}
-		if strings.Contains(ce.Reason, "pebble reports corruption") {
+		case strings.Contains(ce.Reason, "pebble reports corruption"):
 			byPebble++
+		default:
+			t.Fatalf("a flip at %d%% of the WAL: refused for %q, neither by a batch's acknowledged seq nor by Pebble's replay", pct, ce.Reason)
 		}
 		if after := dirState(t, fs, "db"); !maps.Equal(before, after) {
 			t.Fatalf("the refused open changed the directory: %v, then %v", before, after)
 		}
 	}
-	if proved == 0 || byPebble == 0 {
-		t.Fatalf("%d refusals came from a batch's acknowledged seq and %d from Pebble's replay, want some of each: the damage is not where the test means it to be", proved, byPebble)
+	// Which of the two finds a flip in an earlier group depends on the
+	// synced offsets the later chunks recorded, and so on when the WAL's
+	// syncs completed: on a loaded machine they lag for every group and
+	// Pebble's replay reads each flip as a torn tail, and the batches' own
+	// proof must refuse them all. Unloaded, Pebble's replay finds the flip
+	// at 30 % and the batches prove the others.
+	if proved == 0 {
+		t.Fatalf("%d refusals came from a batch's acknowledged seq and %d from Pebble's replay, want some from the batches: the damage is not where the test means it to be", proved, byPebble)
 	}
+	t.Logf("%d refusals proved by a batch's acknowledged seq, %d found by Pebble's replay", proved, byPebble)
 	fs := build()
 	flip(fs, 99) // inside the final group's batch
 	j := openJ(t, fs, "db", Options{})
