@@ -441,19 +441,7 @@ func TestWD6_CheckDeadlinesUpToStopsAtItsRecordBound(t *testing.T) {
 // observes the return then. T = 30 s, no reason: the one hook's deadline
 // is 29.75.
 func TestDL33_HookReturningAtItsDeadlineIsTimedOut(t *testing.T) {
-	hooking, release := make(chan time.Time, 1), make(chan struct{})
-	b := newRunnerBundle(t, func(ctx context.Context, a *Attempt) Result {
-		a.Enter("m", func(ctx context.Context, run *HookRun) error {
-			hooking <- run.Deadline()
-			<-release
-			return nil
-		})
-		return Result{}
-	})
-	if err := b.r.SetDispatch(context.Background(), true); err != nil {
-		t.Fatal(err)
-	}
-	deadline := <-hooking
+	b, deadline, release := newHookBundle(t)
 	b.observeLate(func() {
 		b.clk.Set(deadline) // the hook returns at its deadline
 		close(release)

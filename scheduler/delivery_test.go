@@ -754,24 +754,34 @@ func (b *runnerBundle) observeLate(release func(), at time.Time) {
 	b.sync()
 }
 
-// DL-33: a termination hook that returned before its deadline is
-// Completed, even if the loop first observes its return at or after that
-// deadline. T = 30 s, no reason: E = H = 30, one hook whose deadline is
-// Hk = 29.75.
-func TestDL33_HookReturnedBeforeItsDeadlineObservedLateIsCompleted(t *testing.T) {
-	hooking, release := make(chan time.Time, 1), make(chan struct{})
-	b := newRunnerBundle(t, func(ctx context.Context, a *Attempt) Result {
+// newHookBundle is a dispatching runner bundle whose one attempt returns
+// at once, leaving its termination hook "m" eligible (its After never
+// ran); the hook blocks until release is closed. It returns once the hook
+// runs, with the hook's deadline.
+func newHookBundle(t *testing.T, mods ...func(*RunnerConfig)) (b *runnerBundle, deadline time.Time, release chan struct{}) {
+	t.Helper()
+	hooking := make(chan time.Time, 1)
+	release = make(chan struct{})
+	b = newRunnerBundle(t, func(ctx context.Context, a *Attempt) Result {
 		a.Enter("m", func(ctx context.Context, run *HookRun) error {
 			hooking <- run.Deadline()
 			<-release
 			return nil
 		})
-		return Result{} // its After never ran: the hook is eligible
-	})
+		return Result{}
+	}, mods...)
 	if err := b.r.SetDispatch(context.Background(), true); err != nil {
 		t.Fatal(err)
 	}
-	deadline := <-hooking
+	return b, <-hooking, release
+}
+
+// DL-33: a termination hook that returned before its deadline is
+// Completed, even if the loop first observes its return at or after that
+// deadline. T = 30 s, no reason: E = H = 30, one hook whose deadline is
+// Hk = 29.75.
+func TestDL33_HookReturnedBeforeItsDeadlineObservedLateIsCompleted(t *testing.T) {
+	b, deadline, release := newHookBundle(t)
 	if want := ts(deliveryTimeout - 250*time.Millisecond); !deadline.Equal(want) {
 		t.Fatalf("hook deadline %v, want %v", deadline, want)
 	}

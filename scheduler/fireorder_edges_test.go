@@ -91,19 +91,7 @@ func TestDL24_ResultTakenAtCWithNoTimerFiredIsFenced(t *testing.T) {
 // before the owner event. T = 30 s, no reason: one hook whose deadline is
 // Hk = 29.75.
 func TestDL33_HookReturnTakenAtItsDeadlineWithNoTimerFiredIsTimedOut(t *testing.T) {
-	hooking, release := make(chan time.Time, 1), make(chan struct{})
-	b := newRunnerBundle(t, func(ctx context.Context, a *Attempt) Result {
-		a.Enter("m", func(ctx context.Context, run *HookRun) error {
-			hooking <- run.Deadline()
-			<-release
-			return nil
-		})
-		return Result{} // its After never ran: the hook is eligible
-	}, func(c *RunnerConfig) { c.Clock = inertClock{c.Clock.(*clocktest.Clock)} })
-	if err := b.r.SetDispatch(context.Background(), true); err != nil {
-		t.Fatal(err)
-	}
-	deadline := <-hooking
+	b, deadline, release := newHookBundle(t, func(c *RunnerConfig) { c.Clock = inertClock{c.Clock.(*clocktest.Clock)} })
 	w := watchOn(t, b.r, false)
 	b.clk.Set(deadline)
 	close(release)
