@@ -72,16 +72,7 @@ func TestJB9_RunOnceOnAClosedEngineClaimsNothing(t *testing.T) {
 // it stops: the jobs after the appended batches stay buried, the count
 // says how many were requeued, and the error is ErrShuttingDown.
 func TestJB7_RetryBuriedStopsBetweenBatchesOnceAShutdownBegan(t *testing.T) {
-	hold := make(chan struct{})
-	holding := make(chan struct{}, 1)
-	var hookOn atomic.Bool
-	api.SetAfterAppendHook(func(seqs []uint64) {
-		if hookOn.CompareAndSwap(true, false) {
-			holding <- struct{}{}
-			<-hold
-		}
-	})
-	t.Cleanup(func() { api.SetAfterAppendHook(nil) })
+	arm, holding, hold := holdAfterAppend(t)
 	b := setup(t, nil)
 	if err := api.Handle(b.eng, "noop", func(context.Context, *api.Delivery, msg) error { return nil }); err != nil {
 		t.Fatal(err)
@@ -99,7 +90,7 @@ func TestJB7_RetryBuriedStopsBetweenBatchesOnceAShutdownBegan(t *testing.T) {
 		err error
 	}
 	done := make(chan result, 1)
-	hookOn.Store(true)
+	arm()
 	go func() {
 		k, err := b.eng.RetryBuried(b.ctx, api.QueueDefault)
 		done <- result{k, err}

@@ -1020,16 +1020,7 @@ func TestDL24_WindowNeverRenewed(t *testing.T) {
 // acknowledged only at t + 2 s: the handler is never invoked and the
 // attempt is Interrupted with execution confirmed.
 func TestDL24_FirstObservedAfterCRunsNothing(t *testing.T) {
-	hold := make(chan struct{})
-	holding := make(chan struct{}, 1)
-	var hookOn atomic.Bool
-	api.SetAfterAppendHook(func(seqs []uint64) {
-		if hookOn.CompareAndSwap(true, false) {
-			holding <- struct{}{}
-			<-hold
-		}
-	})
-	t.Cleanup(func() { api.SetAfterAppendHook(nil) })
+	arm, holding, hold := holdAfterAppend(t)
 	b := setup(t, nil)
 	invoked := make(chan struct{}, 1)
 	if err := api.Handle(b.eng, "work", func(ctx context.Context, d *api.Delivery, in msg) error {
@@ -1039,7 +1030,7 @@ func TestDL24_FirstObservedAfterCRunsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := b.enqueue("work", msg{})
-	hookOn.Store(true)
+	arm()
 	go b.eng.Start(b.ctx)
 	<-holding // attempt_started is appended, not yet acknowledged
 	if err := api.Force(b.eng, api.ReasonForcedShutdown); err != nil {
@@ -2495,4 +2486,23 @@ func TestDL39_FollowUpAppendGetsNoNewBudget(t *testing.T) {
 	if s := b.settlements(id); len(s) != 1 || api.QuarantineOf(b.eng).Unresolved != 1 {
 		t.Fatalf("%d settlements, quarantine %+v", len(s), api.QuarantineOf(b.eng))
 	}
+}
+
+// holdAfterAppend installs an after-append hook for t. Once arm is
+// called, the next append returns only after it is written and before it
+// is acknowledged: holding then receives, and the append waits until
+// hold is closed.
+func holdAfterAppend(t *testing.T) (arm func(), holding <-chan struct{}, hold chan struct{}) {
+	t.Helper()
+	hold = make(chan struct{})
+	held := make(chan struct{}, 1)
+	var on atomic.Bool
+	api.SetAfterAppendHook(func(seqs []uint64) {
+		if on.CompareAndSwap(true, false) {
+			held <- struct{}{}
+			<-hold
+		}
+	})
+	t.Cleanup(func() { api.SetAfterAppendHook(nil) })
+	return func() { on.Store(true) }, held, hold
 }
