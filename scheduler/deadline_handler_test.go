@@ -20,13 +20,7 @@ import (
 func handlerAt(t *testing.T, roots ...deadlines.Root) (*Runner, chan context.Context) {
 	t.Helper()
 	clk := clocktest.New(t0)
-	def := delayThen("flow", time.Hour)
-	def.Deadline, def.OnDeadline = time.Second, "on_deadline"
-	m := NewMachine(Config{
-		Workers: 1, DeliveryTimeout: deliveryTimeout,
-		NewIDFunc:    seqIDs(),
-		WorkflowFunc: func(string) *WorkflowDef { return def },
-	}, replay.New())
+	m := flowMachine("on_deadline")
 	ctxs := make(chan context.Context, 1)
 	r := NewRunner(RunnerConfig{
 		Clock: inertClock{clk}, Appender: &memAppender{},
@@ -132,4 +126,16 @@ func startFlow(t *testing.T, r *Runner) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// flowMachine is a one-worker machine whose only definition, "flow", is a
+// step delayed an hour then a step, with a deadline of a second and
+// onDeadline as its deadline handler ("" for none).
+func flowMachine(onDeadline string) *Machine {
+	def := delayThen("flow", time.Hour)
+	def.Deadline, def.OnDeadline = time.Second, onDeadline
+	return NewMachine(Config{
+		Workers: 1, DeliveryTimeout: deliveryTimeout, NewIDFunc: seqIDs(),
+		WorkflowFunc: func(string) *WorkflowDef { return def },
+	}, replay.New())
 }

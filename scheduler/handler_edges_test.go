@@ -8,7 +8,6 @@ import (
 	"github.com/quire-dev/quire/clock/clocktest"
 	"github.com/quire-dev/quire/deadlines"
 	"github.com/quire-dev/quire/journal/record"
-	"github.com/quire-dev/quire/replay"
 )
 
 // failingHandler starts a runner whose one workflow expires at 1 s and
@@ -17,12 +16,7 @@ import (
 func failingHandler(t *testing.T) (*Runner, *clocktest.Clock, *memAppender) {
 	t.Helper()
 	clk := clocktest.New(t0)
-	def := delayThen("flow", time.Hour)
-	def.Deadline, def.OnDeadline = time.Second, "on_deadline"
-	m := NewMachine(Config{
-		Workers: 1, DeliveryTimeout: deliveryTimeout, NewIDFunc: seqIDs(),
-		WorkflowFunc: func(string) *WorkflowDef { return def },
-	}, replay.New())
+	m := flowMachine("on_deadline")
 	app := &memAppender{}
 	running := make(chan struct{}, 1)
 	r := NewRunner(RunnerConfig{

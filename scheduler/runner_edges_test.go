@@ -92,12 +92,7 @@ func TestNoHoldForAStartWithNoSlotFree(t *testing.T) {
 // are enabled at 1 s, on a clock that fires no timer.
 func TestWD6_FirstCheckRunsAtTheInstantChecksAreEnabled(t *testing.T) {
 	clk := clocktest.New(t0)
-	def := delayThen("flow", time.Hour)
-	def.Deadline = time.Second
-	m := NewMachine(Config{
-		Workers: 1, DeliveryTimeout: deliveryTimeout, NewIDFunc: seqIDs(),
-		WorkflowFunc: func(string) *WorkflowDef { return def },
-	}, replay.New())
+	m := flowMachine("")
 	app := &memAppender{}
 	r := NewRunner(RunnerConfig{
 		Clock: inertClock{clk}, Appender: app,
@@ -235,12 +230,7 @@ func TestNoHoldForAStartDueExactlyACommitAway(t *testing.T) {
 func TestWD6_CheckLargerThanABatchGoesOnOnlyOnceAcknowledged(t *testing.T) {
 	const flows = 3 * batchRecordsMax / 2
 	clk := clocktest.New(t0)
-	def := delayThen("flow", time.Hour)
-	def.Deadline = time.Second
-	m := NewMachine(Config{
-		Workers: 1, DeliveryTimeout: deliveryTimeout, NewIDFunc: seqIDs(),
-		WorkflowFunc: func(string) *WorkflowDef { return def },
-	}, replay.New())
+	m := flowMachine("")
 	app := &timedAppender{clk: clk, took: commitTook}
 	r := NewRunner(RunnerConfig{
 		Clock: inertClock{clk}, Appender: app,
