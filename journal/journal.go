@@ -103,6 +103,7 @@ type metrics struct {
 	groups, records, bytes, fsyncs      atomic.Uint64
 	diskSlow, backgroundErrs, loggedErr atomic.Uint64
 	walsCreated                         atomic.Uint64
+	warms                               atomic.Uint64
 	taken                               atomic.Uint64 // appends that joined a group
 }
 
@@ -118,7 +119,8 @@ type Metrics struct {
 	Groups           uint64 // group commits
 	Records          uint64 // records appended
 	Bytes            uint64 // batch bytes committed (records, index keys, snapshots)
-	Fsyncs           uint64 // commits made with pebble.Sync (groups, snapshot writes and deletes), a failed one included
+	Fsyncs           uint64 // commits made with pebble.Sync (groups, snapshot writes and deletes, warms), a failed one included
+	Warms            uint64 // synced writes of no record ([Journal.Warm])
 	DiskSlow         uint64 // Pebble DiskSlow events
 	BackgroundErrors uint64 // Pebble BackgroundError events
 	LoggedErrors     uint64 // Pebble Logger.Errorf calls
@@ -904,6 +906,7 @@ func (j *Journal) Metrics() Metrics {
 		BackgroundErrors: j.m.backgroundErrs.Load(),
 		LoggedErrors:     j.m.loggedErr.Load(),
 		WALsCreated:      j.m.walsCreated.Load(),
+		Warms:            j.m.warms.Load(),
 		QueueLen:         len(j.slots),
 	}
 }
