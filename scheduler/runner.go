@@ -132,6 +132,19 @@ type RunnerConfig struct {
 	// or at an instant, and under a clock a test moves, results that wait
 	// on the test would hold the append until it next moves the clock.
 	HoldForResults bool
+	// Warm, if set, is called WarmLead before the instant of the
+	// machine's earliest timer (a delayed job coming due, a retry, a
+	// workflow's delay) while nothing is being appended: no append pending
+	// or in flight, and none acknowledged within WarmLead. It is meant for
+	// the journal's Warm, a synced write of no record, so that the
+	// start's commit, which DL-7 puts between the instant and the handler,
+	// meets a device that has just synced. It runs on a goroutine of the
+	// runner's own, one call at a time; a call that comes due while the
+	// previous one runs is skipped. Like HoldForResults, set it only with
+	// a clock that moves by itself: under a clock a test moves, its timer
+	// would be one more instant to step through. WarmLead <= 0 disables it.
+	Warm     func()
+	WarmLead time.Duration
 }
 
 type handlerDone struct {
@@ -270,6 +283,11 @@ type Runner struct {
 	compactAt  int // heap size at which compactEvents next runs
 	timer      clock.Timer
 	timerAt    time.Time
+	warmTimer  clock.Timer   // RunnerConfig.Warm's: WarmLead before the next due instant
+	warmAt     time.Time     // when warmTimer fires
+	warmCh     chan struct{} // the warmer's requests; nil without Warm
+	warmDone   chan struct{} // closed when the warmer has returned
+	lastAck    time.Time     // when the last append was acknowledged
 	commitEst  time.Duration // moving average of an append's duration (holdFor)
 	execEst    time.Duration // moving average of an execution's launch to its result (resultsHold)
 	ackGen     uint64        // acknowledgements acted on
@@ -340,6 +358,15 @@ func NewRunner(cfg RunnerConfig, m *Machine) *Runner {
 
 // Start launches the loop and the committer.
 func (r *Runner) Start() {
+	if r.cfg.Warm != nil && r.cfg.WarmLead > 0 {
+		r.warmCh, r.warmDone = make(chan struct{}, 1), make(chan struct{})
+		go func() {
+			defer close(r.warmDone)
+			for range r.warmCh {
+				r.cfg.Warm()
+			}
+		}()
+	}
 	go r.commit()
 	go r.loop()
 }
@@ -483,6 +510,7 @@ func (r *Runner) commit() {
 func (r *Runner) loop() {
 	defer close(r.loopDone)
 	defer close(r.commitCh)
+	defer r.stopWarmer()
 	stopping := false
 	for {
 		r.reuseOwners()
@@ -490,9 +518,12 @@ func (r *Runner) loop() {
 		if stopping && r.committing == nil && len(r.pending) == 0 && r.tearDown() {
 			return
 		}
-		var timerC <-chan time.Time
+		var timerC, warmC <-chan time.Time
 		if r.timer != nil {
 			timerC = r.timer.C()
+		}
+		if r.warmTimer != nil {
+			warmC = r.warmTimer.C()
 		}
 		stopC := r.stopCh
 		if stopping {
@@ -566,6 +597,9 @@ func (r *Runner) loop() {
 		case <-timerC:
 			r.timer = nil
 			r.fire()
+		case <-warmC:
+			r.warmTimer = nil
+			r.warm(r.cfg.Clock.Now())
 		case <-stopC:
 			stopping = true
 			r.dispatch = false
@@ -958,6 +992,7 @@ func foldEstimate(est, sample time.Duration) time.Duration {
 
 func (r *Runner) acked(a ack) bool {
 	r.committing = nil
+	r.lastAck = r.cfg.Clock.Now()
 	r.noteCommit(a.took)
 	if a.err != nil {
 		r.mu.Lock()
@@ -1191,6 +1226,7 @@ func (r *Runner) arm(now time.Time) {
 	decides := r.dispatch && r.committing == nil
 	if decides {
 		next, ok = r.m.NextDue()
+		r.armWarm(now, next, ok)
 	}
 	if !r.checkAt.IsZero() && r.checkWait == 0 && decides && (!ok || r.checkAt.Before(next)) {
 		next, ok = r.checkAt, true
@@ -1232,6 +1268,65 @@ func (r *Runner) arm(now time.Time) {
 	// clock may have moved since.
 	r.timer = clock.NewTimerAt(r.cfg.Clock, next)
 	r.timerAt = next
+}
+
+// armWarm sets the warm timer (RunnerConfig.Warm) WarmLead before due,
+// the machine's next due instant if ok, or stops it when there is none or
+// it is nearer than WarmLead. A warm timer whose instant has passed is
+// acted on first.
+func (r *Runner) armWarm(now, due time.Time, ok bool) {
+	if r.warmCh == nil {
+		return
+	}
+	if r.warmTimer != nil && !r.warmAt.After(now) {
+		// Its instant has passed, and this pass came before its fire
+		// was taken: act on it here.
+		r.warmTimer.Stop()
+		r.warmTimer = nil
+		r.warm(now)
+	}
+	at := due.Add(-r.cfg.WarmLead)
+	if !ok || !at.After(now) {
+		if r.warmTimer != nil {
+			r.warmTimer.Stop()
+			r.warmTimer = nil
+		}
+		return
+	}
+	if r.warmTimer != nil && r.warmAt.Equal(at) {
+		return
+	}
+	if r.warmTimer != nil {
+		r.warmTimer.Stop()
+	}
+	r.warmTimer = clock.NewTimerAt(r.cfg.Clock, at)
+	r.warmAt = at
+}
+
+// warm asks the warmer for a call of RunnerConfig.Warm, unless the journal
+// is busy or has just synced: an append pending or in flight, or one
+// acknowledged within WarmLead. A request made while the previous call
+// runs is dropped.
+func (r *Runner) warm(now time.Time) {
+	if !r.dispatch || r.committing != nil || len(r.pending) > 0 || now.Sub(r.lastAck) < r.cfg.WarmLead {
+		return
+	}
+	select {
+	case r.warmCh <- struct{}{}:
+	default:
+	}
+}
+
+// stopWarmer stops the warm timer and waits for the warmer to return.
+func (r *Runner) stopWarmer() {
+	if r.warmTimer != nil {
+		r.warmTimer.Stop()
+		r.warmTimer = nil
+	}
+	if r.warmCh != nil {
+		close(r.warmCh)
+		<-r.warmDone
+	}
 }
 
 // Note appends b as one engine-stream record ([Machine.Note]) and returns
