@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	crand "crypto/rand"
 	"crypto/sha256"
@@ -281,7 +282,7 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		UnitBytesMax:    jopts.UnitBytesMax,
 		RecordBytesMax:  opts.RecordBytesMax,
 	}, st)
-	e.r = scheduler.NewRunner(scheduler.RunnerConfig{
+	rcfg := scheduler.RunnerConfig{
 		Clock:                 clk,
 		Appender:              &journalAppender{j: j, counts: &e.counts},
 		Execute:               e.run,
@@ -295,7 +296,13 @@ func Open(ctx context.Context, opts Options) (*Engine, error) {
 		DeadlineCheckInterval: opts.DeadlineCheckInterval,
 		SettlementTimeout:     opts.SettlementTimeout,
 		HoldForResults:        opts.Clock == nil,
-	}, e.m)
+	}
+	if lead := cmp.Or(opts.TimerWarmup, journal.WarmLead); opts.Clock == nil && lead > 0 {
+		// A failed warm fail-stops the journal, which the next append
+		// reports: there is nothing to do with its error here.
+		rcfg.Warm, rcfg.WarmLead = func() { _ = j.Warm() }, lead
+	}
+	e.r = scheduler.NewRunner(rcfg, e.m)
 	owned, telemetry := opts.owned()
 	e.coord, err = shutdown.New(shutdown.Options{
 		Clock:             clk,
@@ -1069,7 +1076,8 @@ func closedJournal(err error) error {
 // JournalMetrics are the journal's cumulative counters since Open: group
 // commits, records, bytes and fsyncs, slow-disk reports (see
 // [Options.DiskSlowThreshold]), Pebble's background and logged errors, the
-// write-ahead log files started, and the appends pending now.
+// write-ahead log files started, the warming writes made before delayed
+// jobs' instants (see [Options.TimerWarmup]), and the appends pending now.
 type JournalMetrics = journal.Metrics
 
 // JournalMetrics returns the journal's counters so far. It may be called
