@@ -29,7 +29,7 @@ func (b *bench) openEngine(ctx context.Context, name string, workers int) (*api.
 	if err != nil {
 		return nil, nil, err
 	}
-	eng, err := api.Open(ctx, api.Options{Dir: dir, Workers: workers})
+	eng, err := api.Open(ctx, api.Options{Dir: dir, Workers: workers, TimerWarmup: b.cfg.timerWarmup})
 	if err != nil {
 		cleanup()
 		return nil, nil, err

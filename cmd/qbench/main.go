@@ -33,6 +33,9 @@
 //	-timer-history N no-op jobs run through each engine of the timers
 //	                 workload before its measured jobs (default 0): the
 //	                 measured jobs then meet a journal with history
+//	-timer-warmup D  Options.TimerWarmup of every engine (default 0, the
+//	                 engine's 1.5 ms; negative turns warming off), and the
+//	                 lead of the timers references' warms
 //	-timer-modes L   the timers modes to run: paced, burst or both
 //	                 (default paced,burst); the paced mode takes about 15 s
 //	                 a run, the burst under a second
@@ -78,8 +81,10 @@
 //     sync_writes, the synced writes the spec requires of a delayed job,
 //     per job, on raw Pebble with nothing else (a synced Set at enqueue;
 //     at the instant, on one timer for all jobs as precise as the
-//     engine's, a synced Set before the "handler" and one after it).
-//     Paced, sync_writes is the
+//     engine's, a synced Set before the "handler" and one after it), and
+//     the engine's warm: a synced write of no key Options.TimerWarmup
+//     before the instant unless a commit returned within that lead
+//     (journal.Warm). Paced, sync_writes is the
 //     floor: no engine that syncs a start before the handler (DL-7) can
 //     beat it on the same disk; in the burst the engine batches starts
 //     into group commits and may. The burst adds group_commits, the same
@@ -91,7 +96,7 @@
 //     floor for one commit at a time on the same disk (its "handlers"
 //     run on the committer, cost nothing, and are not limited in number).
 //     Its jobs come due at the instants the engine's jobs came due in the
-//     run before it. The profile of -cpuprofile covers the same stretch as
+//     run before it, and it warms as sync_writes does. The profile of -cpuprofile covers the same stretch as
 //     the lateness: from the last enqueue's return to the last start.
 //     Targets p99 <= 1 ms paced, <= 2 ms burst.
 //     The engine's runs also give start_appends, the synced commits that
@@ -104,7 +109,9 @@
 //     wal_rotations (per run in per_run_wal_rotations) counts the
 //     write-ahead logs Pebble started over the same stretch: each is a
 //     memtable rotation inside one of the engine's commits, which then
-//     also syncs the old log and the directory.
+//     also syncs the old log and the directory. warms (per run in
+//     per_run_warms) counts the engine's warms (JournalMetrics.Warms) over
+//     the whole run, enqueues included.
 //     start_delay_p50_ms and start_delay_p99_ms (per run in
 //     per_run_start_delay_p99_ms) are the engine's Engine.StartDelays over
 //     the run's jobs: from the return of the commit that acknowledged a
@@ -157,6 +164,7 @@ type config struct {
 	workers      []int
 	timerWorkers int
 	timerHistory int
+	timerWarmup  time.Duration
 	timerModes   []string
 	producers    int
 	runs         int
@@ -178,6 +186,7 @@ func main() {
 	flag.StringVar(&workers, "workers", "16,64,256", "comma-separated Options.Workers values for enqueue and chain")
 	flag.IntVar(&cfg.timerWorkers, "timer-workers", 64, "Options.Workers of the timers workload")
 	flag.IntVar(&cfg.timerHistory, "timer-history", 0, "no-op jobs run through the engine before each timers run")
+	flag.DurationVar(&cfg.timerWarmup, "timer-warmup", 0, "Options.TimerWarmup of every engine, and the lead of the timers floors' warms (0 the default, negative off)")
 	flag.StringVar(&timerModes, "timer-modes", "paced,burst", "comma-separated timers modes to run: paced, burst")
 	flag.IntVar(&cfg.producers, "producers", 64, "goroutines calling Enqueue concurrently")
 	flag.IntVar(&cfg.runs, "runs", 1, "repetitions of each measurement; the median is reported")

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -15,6 +16,7 @@ import (
 	"github.com/quire-dev/quire/api"
 	"github.com/quire-dev/quire/internal/cputime"
 	"github.com/quire-dev/quire/internal/walltimer"
+	"github.com/quire-dev/quire/journal"
 )
 
 const (
@@ -106,20 +108,21 @@ func (b *bench) timers(ctx context.Context) error {
 			}
 			o.set("per_run_gc_cycles", perRun(runs, "gc_cycles"))
 			o.set("per_run_wal_rotations", perRun(runs, "wal_rotations"))
+			o.set("per_run_warms", perRun(runs, "warms"))
 			o.set("per_run_start_delay_p99_ms", perRun(runs, "start_delay_p99_ms"))
 			o.set("baseline", "go_timer_lateness")
 			o.set("baseline_p50_ms", bo.num("p50_ms"))
 			o.set("baseline_p99_ms", bo.num("p99_ms"))
 			o.set("baseline_max_ms", bo.num("max_ms"))
 			o.set("p99_over_baseline_ms", round(o.num("p99_ms")-bo.num("p99_ms"), 3))
-			o.set("sync_writes", "raw_pebble_synced_enqueue_start_settle_per_job")
+			o.set("sync_writes", "raw_pebble_synced_enqueue_warm_start_settle_per_job")
 			o.set("sync_writes_p50_ms", so.num("p50_ms"))
 			o.set("sync_writes_p99_ms", so.num("p99_ms"))
 			o.set("sync_writes_max_ms", so.num("max_ms"))
 			o.set("p99_over_sync_writes_ms", round(o.num("p99_ms")-so.num("p99_ms"), 3))
 			if len(groups) > 0 {
 				g := medianObj(groups, "p99_ms")
-				o.set("group_commits", "raw_pebble_one_synced_commit_at_a_time_start_then_settle")
+				o.set("group_commits", "raw_pebble_one_synced_commit_at_a_time_warm_start_then_settle")
 				o.set("group_commits_p50_ms", g.num("p50_ms"))
 				o.set("group_commits_p99_ms", g.num("p99_ms"))
 				o.set("p99_over_group_commits_ms", round(o.num("p99_ms")-g.num("p99_ms"), 3))
@@ -198,8 +201,16 @@ func (b *bench) timersOnce(ctx context.Context, n int, paced bool, backend timer
 		}
 		defer closeDB()
 		val := make([]byte, syncValueBytes)
-		set := func(i, kind int) error { return db.Set(timerKey(i, kind), val, pebble.Sync) }
+		w := b.warmer(db)
+		set := func(i, kind int) error {
+			defer w.committed()
+			return db.Set(timerKey(i, kind), val, pebble.Sync)
+		}
 		dq := newDueQueue(func(i int) {
+			if i < 0 {
+				go w.warm()
+				return
+			}
 			go func() {
 				if err := set(i, 1); err != nil {
 					fatal(err)
@@ -217,6 +228,7 @@ func (b *bench) timersOnce(ctx context.Context, n int, paced bool, backend timer
 				return err
 			}
 			requested[i] = time.Now().Add(timerDelay)
+			w.schedule(dq, requested[i])
 			dq.add(requested[i], i)
 			return nil
 		}
@@ -227,12 +239,19 @@ func (b *bench) timersOnce(ctx context.Context, n int, paced bool, backend timer
 			return nil, err
 		}
 		defer closeDB()
-		gc := newGroupCommitter(db)
+		w := b.warmer(db)
+		gc := newGroupCommitter(db, w)
 		defer gc.stop()
 		// One timer for every job, as the engine has: per-job timers
 		// would each sleep their final stretch on a thread of their own,
 		// hundreds at once in a burst, and charge the floor for it.
 		dq := newDueQueue(func(i int) {
+			if i < 0 {
+				if !gc.busy() {
+					go w.warm()
+				}
+				return
+			}
 			gc.add(timerKey(i, 1), func() {
 				started[i] = time.Now()
 				cd.done()
@@ -254,6 +273,7 @@ func (b *bench) timersOnce(ctx context.Context, n int, paced bool, backend timer
 			}
 			baseOnce.Do(func() { base = time.Now().Add(timerDelay) })
 			requested[i] = base.Add(due[i])
+			w.schedule(dq, requested[i])
 			dq.add(requested[i], i)
 			return nil
 		}
@@ -278,6 +298,12 @@ func (b *bench) timersOnce(ctx context.Context, n int, paced bool, backend timer
 	tag := "burst"
 	if paced {
 		tag = "paced"
+	}
+	// Warms are counted over the whole run: paced, most jobs come due
+	// while later ones are still being enqueued.
+	var warms0 uint64
+	if isEngine {
+		warms0 = eng.JournalMetrics().Warms
 	}
 	t0 := time.Now()
 	for i := range n {
@@ -327,11 +353,12 @@ func (b *bench) timersOnce(ctx context.Context, n int, paced bool, backend timer
 	}
 	gcs, cpu, alloc := gcCycles()-gc0, cputime.Process()-cpu0, heapAllocs()-alloc0
 	var (
-		wals   uint64
-		delays api.StartDelays
+		wals, warms uint64
+		delays      api.StartDelays
 	)
 	if isEngine {
-		wals, delays = eng.JournalMetrics().WALsCreated-wals0, eng.StartDelays().Sub(delays0)
+		jm := eng.JournalMetrics()
+		wals, warms, delays = jm.WALsCreated-wals0, jm.Warms-warms0, eng.StartDelays().Sub(delays0)
 	}
 	stopProfile()
 	var shape journalShape
@@ -392,6 +419,9 @@ func (b *bench) timersOnce(ctx context.Context, n int, paced bool, backend timer
 	o.set("gc_cycles", gcs)
 	if isEngine {
 		o.set("wal_rotations", int(wals))
+		// Syncs of no record the engine made before instants
+		// (journal.Warm); the floors make theirs the same way.
+		o.set("warms", int(warms))
 	}
 	if isEngine && !paced {
 		// The process's CPU from the last enqueue's return to the last
@@ -420,9 +450,11 @@ func timerKey(i, kind int) []byte {
 // func (groupCommits).
 type groupCommitter struct {
 	db      *pebble.DB
+	warmer  *pebbleWarmer
 	val     []byte
 	mu      sync.Mutex
 	pending []groupWrite
+	running bool // a commit is in progress
 	err     error
 	wake    chan struct{}
 	quit    chan struct{}
@@ -434,8 +466,8 @@ type groupWrite struct {
 	after func()
 }
 
-func newGroupCommitter(db *pebble.DB) *groupCommitter {
-	g := &groupCommitter{db: db, val: make([]byte, syncValueBytes),
+func newGroupCommitter(db *pebble.DB, w *pebbleWarmer) *groupCommitter {
+	g := &groupCommitter{db: db, warmer: w, val: make([]byte, syncValueBytes),
 		wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
 	go g.run()
 	return g
@@ -478,6 +510,7 @@ func (g *groupCommitter) run() {
 			g.mu.Lock()
 			ws := g.pending
 			g.pending = nil
+			g.running = len(ws) > 0
 			g.mu.Unlock()
 			if len(ws) == 0 {
 				break
@@ -486,7 +519,9 @@ func (g *groupCommitter) run() {
 			for _, w := range ws {
 				_ = b.Set(w.key, g.val, nil)
 			}
-			if err := b.Commit(pebble.Sync); err != nil {
+			err := b.Commit(pebble.Sync)
+			g.warmer.committed()
+			if err != nil {
 				g.mu.Lock()
 				g.err = err
 				g.mu.Unlock()
@@ -500,6 +535,54 @@ func (g *groupCommitter) run() {
 			}
 		}
 	}
+}
+
+// busy reports whether a commit is in progress or writes wait for one.
+func (g *groupCommitter) busy() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.running || len(g.pending) > 0
+}
+
+// pebbleWarmer is the engine's warm on raw Pebble (journal.Warm, called
+// Options.TimerWarmup before an instant by the runner): a synced log-data
+// write, skipped when a commit returned within the lead. A lead <= 0
+// makes none.
+type pebbleWarmer struct {
+	db   *pebble.DB
+	lead time.Duration
+	last atomic.Int64 // when the last commit returned, in Unix ns
+}
+
+// warmer returns the floors' warmer, with the lead the engine uses.
+func (b *bench) warmer(db *pebble.DB) *pebbleWarmer {
+	lead := b.cfg.timerWarmup
+	if lead == 0 {
+		lead = journal.WarmLead
+	}
+	return &pebbleWarmer{db: db, lead: lead}
+}
+
+// schedule adds a warm for an instant at to q, which fires it as job -1.
+func (w *pebbleWarmer) schedule(q *dueQueue, at time.Time) {
+	if w.lead > 0 {
+		q.add(at.Add(-w.lead), -1)
+	}
+}
+
+func (w *pebbleWarmer) committed() { w.last.Store(time.Now().UnixNano()) }
+
+func (w *pebbleWarmer) warm() {
+	if time.Since(time.Unix(0, w.last.Load())) < w.lead {
+		return
+	}
+	b := w.db.NewBatch()
+	_ = b.LogData(nil, nil)
+	if err := b.Commit(pebble.Sync); err != nil {
+		fatal(err)
+	}
+	_ = b.Close()
+	w.committed()
 }
 
 func (g *groupCommitter) stop() {

@@ -21,7 +21,7 @@ func TestGroupCommitterCommitsEveryWriteBeforeItsAfter(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	gc := newGroupCommitter(db)
+	gc := newGroupCommitter(db, &pebbleWarmer{db: db, lead: time.Millisecond})
 	const n = 50
 	var afters atomic.Int64
 	for i := range n {
@@ -99,5 +99,36 @@ func TestDueQueueFiresEachJobOnceInInstantOrderNeverEarly(t *testing.T) {
 	}
 	if !slices.IsSorted(order) {
 		t.Fatalf("fired in the order %v, want instant order", order)
+	}
+}
+
+// The floors' warm is a synced write of no key, made only when no commit
+// returned within the lead, as the engine's (journal.Warm).
+func TestPebbleWarmerWarmsOnlyAfterTheLead(t *testing.T) {
+	db, err := pebble.Open("db", &pebble.Options{FS: vfs.NewMem(), Logger: quietLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	w := &pebbleWarmer{db: db, lead: time.Millisecond}
+	wal := func() uint64 { return db.Metrics().WAL.BytesIn }
+	before := wal()
+	w.warm() // no commit yet: warms
+	if wal() == before || w.last.Load() == 0 {
+		t.Fatalf("first warm wrote nothing: WAL bytes %d -> %d", before, wal())
+	}
+	w.last.Store(time.Now().Add(time.Hour).UnixNano()) // a commit "just now"
+	before = wal()
+	w.warm()
+	if wal() != before {
+		t.Fatalf("a warm within the lead wrote %d WAL bytes", wal()-before)
+	}
+	it, err := db.NewIter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	if it.First() {
+		t.Fatalf("a warm wrote key %q", it.Key())
 	}
 }
